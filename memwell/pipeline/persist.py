@@ -1,0 +1,74 @@
+"""Step 1: persist accepted turns, idempotently on (tenant, turn id)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import func
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memwell.db.models import ChatSession, Turn
+from memwell.tokens import count_tokens
+from memwell.turns import IngestPayload
+
+
+def persist_turns(session: Session, payload: IngestPayload) -> list[str]:
+    """Insert the payload's turns; a turn id seen before is left untouched.
+
+    Returns the ids that were new. Session counters move only by new turns, so a
+    redelivered task changes nothing.
+    """
+    received = datetime.now(UTC)
+    rows = [
+        {
+            "tenant": payload.tenant,
+            "id": t.id,
+            "user_id": t.user_id,
+            "session_id": t.session_id,
+            "role": t.role,
+            "content": t.content,
+            "created_at": t.created_at or received,
+            "received_at": received,
+            "token_count": count_tokens(t.content),
+            "metadata": t.metadata,
+        }
+        for t in payload.turns
+    ]
+    stmt = insert(Turn).values(rows).on_conflict_do_nothing(index_elements=["tenant", "id"])
+    inserted = set(session.scalars(stmt.returning(Turn.id)).all())
+    _touch_sessions(session, payload, inserted)
+    return [t.id for t in payload.turns if t.id in inserted]
+
+
+def _touch_sessions(session: Session, payload: IngestPayload, inserted: set[str]) -> None:
+    counts: dict[tuple[str, str], tuple[int, datetime]] = {}
+    for t in payload.turns:
+        if t.id not in inserted:
+            continue
+        key = (t.user_id, t.session_id)
+        n, last = counts.get(key, (0, datetime.min.replace(tzinfo=UTC)))
+        counts[key] = (n + 1, max(last, t.created_at or datetime.now(UTC)))
+    if not counts:
+        return
+    rows = [
+        {
+            "tenant": payload.tenant,
+            "user_id": user_id,
+            "id": session_id,
+            "turn_count": n,
+            "last_activity_at": last,
+        }
+        for (user_id, session_id), (n, last) in sorted(counts.items())
+    ]
+    stmt = insert(ChatSession).values(rows)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["tenant", "user_id", "id"],
+        set_={
+            "turn_count": ChatSession.turn_count + stmt.excluded.turn_count,
+            "last_activity_at": func.greatest(
+                ChatSession.last_activity_at, stmt.excluded.last_activity_at
+            ),
+        },
+    )
+    session.execute(stmt)

@@ -1,0 +1,87 @@
+"""Where the running services are.
+
+An explicit DATABASE_URL / REDIS_URL always wins. Otherwise the URLs come from the
+stack file that `memwell up` writes while its embedded services run, so `memwell
+demo`, `memwell worker` or a test started by hand find the same stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from memwell.errors import ConfigurationError
+from memwell.settings import Settings
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    database_url: str
+    redis_url: str
+    api_url: str
+    pid: int
+
+
+def stack_file(settings: Settings) -> Path:
+    return settings.data_dir / "stack.json"
+
+
+def write_stack(settings: Settings, info: StackInfo) -> None:
+    path = stack_file(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(info), indent=2))
+    os.replace(tmp, path)
+
+
+def clear_stack(settings: Settings) -> None:
+    stack_file(settings).unlink(missing_ok=True)
+
+
+def read_stack(settings: Settings) -> StackInfo | None:
+    """The stack file, if its owner process is still alive."""
+    path = stack_file(settings)
+    try:
+        info = StackInfo(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    try:
+        os.kill(info.pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return info
+
+
+def _missing(name: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{name} is not set and no embedded stack is running. "
+        f"Set {name}, or start the embedded stack with `memwell up`."
+    )
+
+
+def database_url(settings: Settings) -> str:
+    if settings.database_url:
+        return settings.database_url
+    if info := read_stack(settings):
+        return info.database_url
+    raise _missing("DATABASE_URL")
+
+
+def redis_url(settings: Settings) -> str:
+    if settings.redis_url:
+        return settings.redis_url
+    if info := read_stack(settings):
+        return info.redis_url
+    raise _missing("REDIS_URL")
+
+
+def api_url(settings: Settings) -> str:
+    if settings.api_url:
+        return settings.api_url
+    if info := read_stack(settings):
+        return info.api_url
+    return settings.resolved_api_url

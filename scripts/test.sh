@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite on real services (embedded Postgres+pgvector, Valkey, a real
+# Celery worker), after lint and type checks. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+export HF_HUB_OFFLINE=1
+echo "==> ruff";  .venv/bin/ruff check . && .venv/bin/ruff format --check .
+echo "==> mypy";  .venv/bin/mypy
+echo "==> pytest"; exec .venv/bin/python -m pytest "$@"

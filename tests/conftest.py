@@ -1,0 +1,94 @@
+"""Session-wide real services: embedded Postgres+pgvector (migrated with Alembic),
+Redis, a Celery worker subprocess and the API app. Tests stay independent by using
+unique tenant/user ids, made by the `ids` fixture."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell import migrate
+from memwell.db.engine import make_engine, make_sessionmaker
+from memwell.settings import get_settings
+from tests import services
+from tests.worker_process import WorkerProcess
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    with services.redis_url() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[services.PostgresService]:
+    with services.postgres() as service:
+        yield service
+
+
+@pytest.fixture(scope="session")
+def database_url(postgres: services.PostgresService) -> str:
+    migrate.upgrade(postgres.url)
+    return postgres.url
+
+
+@pytest.fixture(scope="session")
+def stack_env(
+    database_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """The environment every process of the test stack runs with (local mode)."""
+    overrides = {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "MEMWELL_DATA_DIR": str(tmp_path_factory.mktemp("memwell-data")),
+        "MEMWELL_EMBEDDING_PROVIDER": "local",
+        "HF_HUB_OFFLINE": "1",
+    }
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        os.environ.pop(name, None)
+    os.environ.update(overrides)
+    get_settings.cache_clear()
+    return dict(os.environ)
+
+
+@pytest.fixture(scope="session")
+def worker(stack_env: dict[str, str]) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(stack_env)
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def api(stack_env: dict[str, str]) -> Iterator[TestClient]:
+    from api.main import create_app
+
+    with TestClient(create_app(get_settings())) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def db(stack_env: dict[str, str]) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(stack_env["DATABASE_URL"], pool_size=2)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def ids() -> dict[str, str]:
+    """Fresh tenant/user/session ids: a per-test namespace in the shared stores."""
+    tag = uuid.uuid4().hex[:10]
+    return {"tenant": f"t-{tag}", "user": f"u-{tag}", "session": f"s-{tag}"}
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent

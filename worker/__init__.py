@@ -1,0 +1,1 @@
+"""Celery workers and beat: the consolidation pipeline and the scheduled jobs."""

@@ -1,0 +1,52 @@
+"""The Celery application: queues, routing and the reliability settings.
+
+Reliability, and why:
+- acks_late + reject_on_worker_lost: a task is acknowledged only after it ran, so a
+  worker killed mid-task (even by SIGKILL) leaves the message to be redelivered.
+- prefetch 1: a worker holds at most one unacknowledged message per process, so a
+  crash strands little and long tasks do not starve their neighbours.
+- visibility_timeout (MEMWELL_VISIBILITY_TIMEOUT_S, default 3600 s): on the Redis
+  broker an unacknowledged message returns to its queue after this long. It must
+  exceed the longest task's time_limit, or a slow task runs twice (harmless, since
+  every task is idempotent, but wasteful).
+- tasks are idempotent, so redelivery is safe.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue as KombuQueue
+
+from memwell import stack
+from memwell.queues import TASK_QUEUES, Queue
+from memwell.settings import Settings, get_settings
+from worker.schedule import beat_schedule
+
+
+def create_app(settings: Settings | None = None) -> Celery:
+    settings = settings or get_settings()
+    app = Celery("memwell", broker=stack.redis_url(settings), include=["worker.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_connection_retry_on_startup=True,
+        task_queues=[KombuQueue(q.value) for q in Queue],
+        task_default_queue=Queue.INGEST.value,
+        task_routes={name.value: {"queue": q.value} for name, q in TASK_QUEUES.items()},
+        task_time_limit=300,
+        task_soft_time_limit=240,
+        worker_hijack_root_logger=False,
+        worker_send_task_events=False,
+        beat_schedule=beat_schedule(),
+        timezone="UTC",
+    )
+    return app
+
+
+app = create_app()
