@@ -102,10 +102,14 @@ class Supervisor:
             log.warning("%s exited with %d; restarting in %.0f s", child.name, code, delay)
 
     def stop_all(self) -> None:
-        """SIGTERM every child's process group, wait, then SIGKILL what is left."""
+        """SIGTERM each child (the group leader only: Celery and uvicorn then shut down
+        warmly, finishing running tasks and stopping their own pool), wait, then SIGKILL
+        the whole group so nothing outlives us."""
         running = [c for c in self.children if c.process is not None]
         for child in running:
-            _signal_group(child, signal.SIGTERM)
+            assert child.process is not None
+            with contextlib.suppress(ProcessLookupError):
+                child.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S
         for child in running:
             assert child.process is not None

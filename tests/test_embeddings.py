@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import os
 import random
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -138,6 +139,14 @@ def test_concurrent_export_from_two_processes(tmp_path: Path, embedder: OnnxMini
     np.testing.assert_allclose(fresh.embed(TEXTS), embedder.embed(TEXTS), atol=1e-4)
     assert json.loads((fresh_path.parent / "meta.json").read_text())["opset"] == 17
     ort.InferenceSession(str(fresh_path), providers=["CPUExecutionProvider"])
+
+
+def test_export_without_torch_names_the_local_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
+    with pytest.raises(EmbeddingError, match=r"\.\[local\]"):
+        ensure_onnx_model(tmp_path)
 
 
 # --- query cache ------------------------------------------------------------------------

@@ -15,6 +15,7 @@ Reliability, and why:
 from __future__ import annotations
 
 from celery import Celery
+from kombu import Exchange
 from kombu import Queue as KombuQueue
 
 from memwell import stack
@@ -36,9 +37,20 @@ def create_app(settings: Settings | None = None) -> Celery:
         worker_prefetch_multiplier=1,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         broker_connection_retry_on_startup=True,
-        task_queues=[KombuQueue(q.value) for q in Queue],
+        # One direct exchange per queue: without it Celery binds every queue to the
+        # default exchange under one routing key, which fans a message out to all of them
+        # on transports that honour bindings.
+        task_queues=[
+            KombuQueue(q.value, Exchange(q.value, type="direct"), routing_key=q.value)
+            for q in Queue
+        ],
         task_default_queue=Queue.INGEST.value,
-        task_routes={name.value: {"queue": q.value} for name, q in TASK_QUEUES.items()},
+        task_default_exchange=Queue.INGEST.value,
+        task_default_routing_key=Queue.INGEST.value,
+        task_routes={
+            name.value: {"queue": q.value, "routing_key": q.value}
+            for name, q in TASK_QUEUES.items()
+        },
         task_time_limit=300,
         task_soft_time_limit=240,
         worker_hijack_root_logger=False,

@@ -263,6 +263,17 @@ def _quantize_int8(model_dir: Path, say: Progress) -> None:
     say(f"Quantising {MODEL_DIRNAME} to int8 (one time only)...")
     final = model_dir / INT8_FILENAME
     with _atomic_output(final) as tmp:
-        quantize_dynamic(str(model_dir / FP32_FILENAME), str(tmp), weight_type=QuantType.QInt8)
-        _write_meta(model_dir, INT8_FILENAME, {"from": FP32_FILENAME, "weight_type": "QInt8"})
+        # Per-tensor scales cost this model a lot (mean cosine to fp32 0.95, worst 0.88 on
+        # LoCoMo turns); per-channel scales keep it at 0.99 for the same speed.
+        quantize_dynamic(
+            str(model_dir / FP32_FILENAME),
+            str(tmp),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+        )
+        _write_meta(
+            model_dir,
+            INT8_FILENAME,
+            {"from": FP32_FILENAME, "weight_type": "QInt8", "per_channel": True},
+        )
     say(f"Quantised {final}")
