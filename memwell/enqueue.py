@@ -16,7 +16,7 @@ from typing import Any
 
 from celery import Celery
 
-from memwell import stack
+from memwell import broker_publish, stack
 from memwell.queues import Queue, TaskName
 from memwell.settings import get_settings
 from memwell.turns import IngestPayload, TurnIn
@@ -42,14 +42,23 @@ def producer_app(broker_url: str) -> Celery:
         return app
 
 
+def send_payloads(payloads: list[IngestPayload], *, broker_url: str | None = None) -> None:
+    """Send one ingest task per payload; on Redis, all of them in one round trip."""
+    url = broker_url or stack.redis_url(get_settings())
+    if broker_publish.supports(url):
+        kwargs_json = [b'{"payload":' + p.model_dump_json().encode() + b"}" for p in payloads]
+        broker_publish.publisher(url).publish_many(TaskName.INGEST_TURNS, kwargs_json, Queue.INGEST)
+        return
+    app = producer_app(url)
+    for p in payloads:
+        app.send_task(
+            TaskName.INGEST_TURNS, kwargs={"payload": p.model_dump(mode="json")}, queue=Queue.INGEST
+        )
+
+
 def send_payload(payload: IngestPayload, *, broker_url: str | None = None) -> None:
     """Send one ingest task carrying the payload's turns."""
-    url = broker_url or stack.redis_url(get_settings())
-    producer_app(url).send_task(
-        TaskName.INGEST_TURNS,
-        kwargs={"payload": payload.model_dump(mode="json")},
-        queue=Queue.INGEST,
-    )
+    send_payloads([payload], broker_url=broker_url)
 
 
 def enqueue_turn(
@@ -89,7 +98,9 @@ def enqueue_turns(
     chunks of `chunk_size` turns per task. Returns the turn ids in input order."""
     validated = [t if isinstance(t, TurnIn) else TurnIn.model_validate(t) for t in turns]
     resolved_tenant = tenant or get_settings().default_tenant
-    for start in range(0, len(validated), chunk_size):
-        payload = IngestPayload(tenant=resolved_tenant, turns=validated[start : start + chunk_size])
-        send_payload(payload, broker_url=broker_url)
+    payloads = [
+        IngestPayload(tenant=resolved_tenant, turns=validated[start : start + chunk_size])
+        for start in range(0, len(validated), chunk_size)
+    ]
+    send_payloads(payloads, broker_url=broker_url)
     return [t.id for t in validated]

@@ -1,0 +1,117 @@
+"""Enqueue cost: µs per turn for memwell.enqueue_turn (single) and enqueue_turns
+(batched), next to plain Celery send_task and a raw redis-py LPUSH of the same
+payload, all against the same real Redis in one run.
+
+    python -m bench.bench_enqueue [--n 2000] [--redis-url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import redis
+from celery import Celery
+
+from bench.common import print_table
+from memwell.enqueue import enqueue_turn, enqueue_turns
+from memwell.queues import Queue, TaskName
+
+BATCH = 100
+
+
+@contextmanager
+def _redis(url: str | None) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    import tempfile
+    from pathlib import Path
+
+    from memwell.embedded import EmbeddedRedis
+
+    server = EmbeddedRedis(data_dir=Path(tempfile.mkdtemp(prefix="bench-redis-")), appendonly=False)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def _turn(i: int) -> dict[str, object]:
+    return {"user_id": f"u{i % 20}", "session_id": "s1", "content": f"I like tea number {i}."}
+
+
+def _time_per_turn(label: str, n_turns: int, run: Callable[[], None]) -> tuple[str, float]:
+    started = time.perf_counter()
+    run()
+    elapsed = time.perf_counter() - started
+    print(f"  measured {label}", flush=True)
+    return label, elapsed / n_turns * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=2000, help="turns per measurement")
+    parser.add_argument("--redis-url", default=None, help="default: an embedded Valkey")
+    args = parser.parse_args()
+    n = args.n
+
+    with _redis(args.redis_url) as url:
+        client = redis.Redis.from_url(url)
+        plain = Celery("plain", broker=url, set_as_current=False)
+        payload = {"v": 1, "tenant": "bench", "turns": [_turn(0)]}
+        body = json.dumps(payload)
+        # Warm every path once: connection setup is not per-turn cost.
+        enqueue_turn(**_turn(0), tenant="bench", broker_url=url)  # type: ignore[arg-type]
+        plain.send_task(TaskName.INGEST_TURNS, kwargs={"payload": payload}, queue=Queue.INGEST)
+        client.lpush("bench-raw", body)
+
+        rows = [
+            _time_per_turn(
+                "raw redis-py LPUSH (floor)",
+                n,
+                lambda: [client.lpush("bench-raw", body) for _ in range(n)],
+            ),
+            _time_per_turn(
+                "plain Celery send_task",
+                n,
+                lambda: [
+                    plain.send_task(
+                        TaskName.INGEST_TURNS, kwargs={"payload": payload}, queue=Queue.INGEST
+                    )
+                    for _ in range(n)
+                ],
+            ),
+            _time_per_turn(
+                "memwell.enqueue_turn (single)",
+                n,
+                lambda: [
+                    enqueue_turn(**_turn(i), tenant="bench", broker_url=url) for i in range(n)
+                ],  # type: ignore[arg-type]
+            ),
+            _time_per_turn(
+                f"memwell.enqueue_turns (batch {BATCH})",
+                n,
+                lambda: enqueue_turns(
+                    [_turn(i) for i in range(n)], tenant="bench", broker_url=url, chunk_size=BATCH
+                ),
+            ),
+        ]
+        client.delete("bench-raw", Queue.INGEST.value)
+        goals = {
+            "memwell.enqueue_turn (single)": "<= 300",
+            f"memwell.enqueue_turns (batch {BATCH})": "<= 30",
+        }
+        print(f"\nEnqueue cost, {n} turns each, run {uuid.uuid4().hex[:6]}")
+        print_table(
+            ["path", "µs/turn", "goal µs"],
+            [(label, us, goals.get(label, "")) for label, us in rows],
+        )
+
+
+if __name__ == "__main__":
+    main()
