@@ -56,32 +56,30 @@ def read_stack(settings: Settings) -> StackInfo | None:
     return info
 
 
-def _missing(name: str) -> ConfigurationError:
-    return ConfigurationError(
-        f"{name} is not set and no embedded stack is running. "
-        f"Set {name}, or start the embedded stack with `memwell up`."
+def _resolve(settings: Settings, explicit: str | None, field: str) -> str | None:
+    """The explicit setting, else the running stack's value, else None."""
+    if explicit:
+        return explicit
+    info = read_stack(settings)
+    return str(getattr(info, field)) if info else None
+
+
+def _required(settings: Settings, explicit: str | None, field: str, env_name: str) -> str:
+    if url := _resolve(settings, explicit, field):
+        return url
+    raise ConfigurationError(
+        f"{env_name} is not set and no embedded stack is running. "
+        f"Set {env_name}, or start the embedded stack with `memwell up`."
     )
 
 
 def database_url(settings: Settings) -> str:
-    if settings.database_url:
-        return settings.database_url
-    if info := read_stack(settings):
-        return info.database_url
-    raise _missing("DATABASE_URL")
+    return _required(settings, settings.database_url, "database_url", "DATABASE_URL")
 
 
 def redis_url(settings: Settings) -> str:
-    if settings.redis_url:
-        return settings.redis_url
-    if info := read_stack(settings):
-        return info.redis_url
-    raise _missing("REDIS_URL")
+    return _required(settings, settings.redis_url, "redis_url", "REDIS_URL")
 
 
 def api_url(settings: Settings) -> str:
-    if settings.api_url:
-        return settings.api_url
-    if info := read_stack(settings):
-        return info.api_url
-    return settings.resolved_api_url
+    return _resolve(settings, settings.api_url, "api_url") or settings.resolved_api_url
