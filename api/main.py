@@ -19,6 +19,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.memwell = build_state(resolved)
+        await app.state.memwell.warm_up()
         try:
             yield
         finally:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from functools import partial
 
 import redis.asyncio as aioredis
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memwell import stack
@@ -25,6 +27,14 @@ class AppState:
     redis: aioredis.Redis
     chat: ChatDeps
     chat_broker_url: str
+
+    async def warm_up(self) -> None:
+        """Pay first-use costs at startup, not on the first user's request: the ONNX
+        session's first run, and one pooled connection to Postgres and to Redis."""
+        await asyncio.to_thread(self.chat.embedder.inner.embed, ["warm up"])
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        await self.redis.ping()
 
     async def aclose(self) -> None:
         await self.redis.aclose()
