@@ -1,8 +1,9 @@
-"""Store candidate memories with exact dedup, and record their history.
+"""A candidate memory, and its insert with exact dedup.
 
 An exact duplicate (same normalised content for the same user) reinforces the live
 memory instead of adding a row: its reinforcement count and last-seen time move,
-and its provenance gains the new turn ids.
+and its provenance gains the new turn ids. Near duplicates and changed facts are
+memwell/pipeline/reconcile.py's job, which calls this for every row it writes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from sqlalchemy import func, literal_column, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
-from memwell.db.models import Memory, MemoryEvent
+from memwell.db.models import Memory
 from memwell.text import content_hash
 
 
@@ -37,41 +38,12 @@ class Candidate:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class StoreResult:
-    memory_id: uuid.UUID
-    added: bool  # False: reinforced an existing memory
+def upsert_memory(
+    session: Session, c: Candidate, embedding: np.ndarray, model: str
+) -> tuple[uuid.UUID, bool]:
+    """Insert the memory, or reinforce the live one with the same normalised content.
 
-
-def store_candidates(
-    session: Session,
-    candidates: list[Candidate],
-    embeddings: np.ndarray,
-    *,
-    embedding_model: str,
-) -> list[StoreResult]:
-    """Upsert each candidate on its (tenant, user, content hash) and log the event."""
-    results = [
-        _upsert(session, c, emb, embedding_model)
-        for c, emb in zip(candidates, embeddings, strict=True)
-    ]
-    events = [
-        {
-            "tenant": c.tenant,
-            "user_id": c.user_id,
-            "memory_id": r.memory_id,
-            "event": "add" if r.added else "reinforce",
-            "new_content": c.content,
-            "source_turn_ids": c.source_turn_ids,
-        }
-        for c, r in zip(candidates, results, strict=True)
-    ]
-    if events:
-        session.execute(insert(MemoryEvent).values(events))
-    return results
-
-
-def _upsert(session: Session, c: Candidate, embedding: np.ndarray, model: str) -> StoreResult:
+    Returns (id, added): added is False when an existing memory was reinforced."""
     stmt = insert(Memory).values(
         tenant=c.tenant,
         user_id=c.user_id,
@@ -108,4 +80,4 @@ def _upsert(session: Session, c: Candidate, embedding: np.ndarray, model: str) -
     row: Any = session.execute(
         stmt.returning(Memory.id, literal_column("(xmax = 0)").label("added"))
     ).one()
-    return StoreResult(memory_id=row.id, added=bool(row.added))
+    return row.id, bool(row.added)
