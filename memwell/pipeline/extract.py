@@ -73,6 +73,9 @@ def _units(text: str) -> list[str]:
     units: list[str] = []
     pending = ""
     for sentence in split_sentences(text):
+        if sentence.endswith("?"):
+            units.append(sentence)  # a question stands apart; it is never a memory
+            continue
         joined = f"{pending} {sentence}".strip()
         if len(content_words(joined)) < MIN_CONTENT_WORDS:
             pending = joined
@@ -80,8 +83,9 @@ def _units(text: str) -> list[str]:
         units.append(joined)
         pending = ""
     if pending:
-        if units:
-            units[-1] = f"{units[-1]} {pending}"
+        statements = [i for i, u in enumerate(units) if not u.endswith("?")]
+        if statements:
+            units[statements[-1]] = f"{units[statements[-1]]} {pending}"
         else:
             units.append(pending)
     return units

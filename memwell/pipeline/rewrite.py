@@ -140,14 +140,17 @@ _NO_AGREE: Final = frozenset(
 _IRREGULAR_3RD: Final = {"have": "has", "do": "does", "go": "goes", "am": "is", "be": "is"}
 
 _CONTRACTIONS: Final = [
-    (re.compile(r"\bI['’]m\b"), "{s} is"),
-    (re.compile(r"\bI['’]ve\b"), "{s} has"),
-    (re.compile(r"\bI['’]d\b"), "{s} would"),
-    (re.compile(r"\bI['’]ll\b"), "{s} will"),
-    (re.compile(r"\bI am\b"), "{s} is"),
+    (re.compile(r"\b[Ii]['’]m\b"), "{s} is"),
+    (re.compile(r"\b[Ii]['’]ve\b"), "{s} has"),
+    (re.compile(r"\b[Ii]['’]d\b"), "{s} would"),
+    (re.compile(r"\b[Ii]['’]ll\b"), "{s} will"),
+    (re.compile(r"\b[Ii] am\b"), "{s} is"),
 ]
-_I_VERB: Final = re.compile(r"\bI (\w+)")
-_I_ALONE: Final = re.compile(r"\bI\b")
+# Chat often writes the pronoun in lower case; "i" alone is that pronoun.
+_I_VERB: Final = re.compile(
+    r"\b[Ii] ((?:\w+ly|just|also|never|always|still|often|sometimes|even|only) )?(\w+)"
+)
+_I_ALONE: Final = re.compile(r"\b[Ii]\b")
 _MY: Final = re.compile(r"\b(?:[Mm]y|[Mm]ine)\b")
 _ME: Final = re.compile(r"\b(?:[Mm]e|[Mm]yself)\b")
 _WE_CONTRACTIONS: Final = [
@@ -179,7 +182,7 @@ def name_speaker(sentence: str, speaker: str) -> str:
     out = sentence
     for pattern, template in _CONTRACTIONS:
         out = pattern.sub(template.format(s=speaker), out)
-    out = _I_VERB.sub(lambda m: f"{speaker} {third_person(m.group(1))}", out)
+    out = _I_VERB.sub(lambda m: f"{speaker} {m.group(1) or ''}{third_person(m.group(2))}", out)
     out = _I_ALONE.sub(speaker, out)
     out = _MY.sub(f"{speaker}'s", out)
     out = _ME.sub(speaker, out)
