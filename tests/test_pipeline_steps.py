@@ -89,7 +89,10 @@ def test_image_caption_becomes_a_memory() -> None:
 
 def test_merge_needs_similarity_and_no_differing_fact() -> None:
     same = decide_merge(
-        "Ada loves hiking in the Alps.", "Ada really loves hiking in the Alps.", 0.95, threshold=0.82
+        "Ada loves hiking in the Alps.",
+        "Ada really loves hiking in the Alps.",
+        0.95,
+        threshold=0.82,
     )
     assert same.merge
     assert not decide_merge("a", "b", 0.5, threshold=0.82).merge
