@@ -148,7 +148,8 @@ _TOPIC: Final = re.compile(
     r"hobby|hobbies|plan(?:s|ned|ning)?|goal|going to|gonna|decid\w*|want(?:s|ed)? to|hope|"
     r"dream|trip|travel\w*|visit\w*|vacation|concert|festival|race|marathon|bought|buy|car|"
     r"started|joined|volunteer\w*|painting|paint\w*|book|novel|music|guitar|piano|camping|"
-    r"support group|church|bought|sold|game|team|pottery|instrument|art)\b",
+    r"support group|church|sold|game|team|pottery|instrument|art|collect\w*|play(?:s|ed|ing)?|"
+    r"sports?|cook\w*|garden\w*|allergic|photograph\w*|dance|danc\w+|sing\w*|write|writing)\b",
     re.I,
 )
 _NUMBER: Final = re.compile(r"\b\d+(?:[.,:]\d+)?\b")
