@@ -88,10 +88,15 @@ class Settings(BaseSettings):
         description="Cosine at or above which a guarded paraphrase merges (bench/eval_dedup).",
     )
     supersede_floor: float = Field(
-        default=0.45, ge=0, le=1, validation_alias="MEMWELL_SUPERSEDE_FLOOR"
+        default=0.3,
+        ge=0,
+        le=1,
+        validation_alias="MEMWELL_SUPERSEDE_FLOOR",
+        description="Neighbours below this cosine are never superseded. Low on purpose: "
+        "'lives in Berlin' / 'moved to Lisbon' score ~0.5, and the slot rule decides.",
     )
     reconcile_neighbours: int = Field(
-        default=5, ge=1, le=50, validation_alias="MEMWELL_RECONCILE_NEIGHBOURS"
+        default=8, ge=1, le=50, validation_alias="MEMWELL_RECONCILE_NEIGHBOURS"
     )
     summary_tokens: int = Field(default=300, ge=20, validation_alias="MEMWELL_SUMMARY_TOKENS")
     llm_requests_per_minute: int = Field(

@@ -61,8 +61,8 @@ class Decision:
 @dataclass(frozen=True)
 class ReconcilePolicy:
     merge_threshold: float = MERGE_THRESHOLD_DEFAULT
-    supersede_floor: float = 0.45
-    neighbours: int = 5
+    supersede_floor: float = 0.3
+    neighbours: int = 8
 
 
 class Decider(Protocol):

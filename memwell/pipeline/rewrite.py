@@ -23,6 +23,12 @@ from typing import Final
 _WEEKDAYS: Final = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _NO_AGREE: Final = frozenset(
     [
+        "quit",
+        "cut",
+        "hit",
+        "put",
+        "let",
+        "read",
         "am",
         "was",
         "were",
@@ -179,6 +185,9 @@ def third_person(verb: str) -> str:
 
 def name_speaker(sentence: str, speaker: str) -> str:
     """Replace first-person pronouns with the speaker's name."""
+    # A role stands in for a name mid-sentence in lower case: "...ran the user's first".
+    if speaker.startswith("The "):
+        speaker = "the " + speaker[4:]
     out = sentence
     for pattern, template in _CONTRACTIONS:
         out = pattern.sub(template.format(s=speaker), out)

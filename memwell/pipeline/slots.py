@@ -35,7 +35,12 @@ _RELATIONS: Final[list[tuple[str, re.Pattern[str]]]] = [
     ("age", re.compile(r"\bis (?P<value>\d+)(?: years old| now)\b", re.I)),
     ("drives", re.compile(r"\b(?:drives|now drives) (?:an? )?" + _VALUE, re.I)),
 ]  # fmt: skip
-_TRAILING: Final = re.compile(r"\b(?:now|too|also|since .*|on \d.*|in \d{4}.*)$", re.I)
+# Qualifiers that are not part of the value: "Lisbon in October 2023", "Berlin with Sam".
+_TRAILING: Final = re.compile(
+    r"\s*\b(?:now|too|also|since .*|on \d.*|on the .*|in the week.*|in (?:[a-z]+ )?\d{4}.*|"
+    r"with .*|for .*|because .*|and .*|but .*)$",
+    re.I,
+)
 
 
 @dataclass(frozen=True)
