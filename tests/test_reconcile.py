@@ -15,7 +15,8 @@ from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 from memwell.deadletter import list_dead_letters, record_dead_letter, replay_dead_letters
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.base import FloatMatrix
-from memwell.pipeline.consolidate import ConsolidationConfig, consolidate_pending
+from memwell.pipeline.consolidate import ConsolidationConfig, LocalAnalyzer, consolidate_pending
+from memwell.pipeline.extract import TurnView
 from memwell.pipeline.memories import Candidate
 from memwell.pipeline.persist import persist_turns
 from memwell.pipeline.reconcile import ReconcilePolicy, reconcile_batch
@@ -269,3 +270,42 @@ def test_dead_letters_list_and_replay_once(db: sessionmaker[Session], ids: dict[
     assert replayed == [letter_id] and replayed_again == []
     assert sent == [("memwell.consolidate_turns", {"tenant": ids["tenant"], "turn_ids": ["x"]})]
     assert letter is not None and letter.replayed_at is not None and letter_id not in open_ids
+
+
+class _PoisonAnalyzer(LocalAnalyzer):
+    """Local mode, except that it chokes on one turn: a stand-in for a poison input."""
+
+    def importance(self, turn: TurnView) -> float:
+        if "POISON" in turn.content:
+            raise ValueError("cannot score this")
+        return super().importance(turn)
+
+
+def test_a_poison_turn_fails_alone_and_the_batch_goes_on(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    turn_ids = _persist(db, ids, ["POISON here", "I adopted a puppy named Biscuit."])
+    with db.begin() as session:
+        report = consolidate_pending(
+            session,
+            embedder,
+            tenant=ids["tenant"],
+            turn_ids=turn_ids,
+            config=ConsolidationConfig(linger_s=0.0),
+            analyzer=_PoisonAnalyzer(threshold=0.35),
+        )
+    with db() as session:
+        rows = {
+            t.id: t
+            for t in session.scalars(
+                select(Turn).where(Turn.tenant == ids["tenant"], Turn.id.in_(turn_ids))
+            )
+        }
+    assert rows[turn_ids[0]].status == "failed" and "cannot score" in (
+        rows[turn_ids[0]].error or ""
+    )
+    assert rows[turn_ids[1]].status == "processed"
+    assert report.memories_added >= 1
+    assert [m.content for m in _memories(db, ids["tenant"])] == [
+        "Ada adopted a puppy named Biscuit."
+    ]

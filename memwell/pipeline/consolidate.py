@@ -9,6 +9,7 @@ per batch, across every turn's candidates: that is where batching pays.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -24,6 +25,8 @@ from memwell.pipeline.importance import score_turn
 from memwell.pipeline.memories import Candidate
 from memwell.pipeline.reconcile import Decider, ReconcilePolicy, reconcile_batch
 from memwell.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class Analyzer(Protocol):
@@ -118,10 +121,18 @@ def consolidate_pending(
     analyzer = analyzer or LocalAnalyzer(threshold=config.extract_threshold)
     t0 = time.perf_counter()
     candidates: list[Candidate] = []
+    good: list[Turn] = []
     for turn in turns:
-        tv = view(turn)
-        turn.importance = analyzer.importance(tv)
-        candidates += analyzer.extract(tv, turn.importance)
+        try:
+            tv = view(turn)
+            turn.importance = analyzer.importance(tv)
+            candidates += analyzer.extract(tv, turn.importance)
+            good.append(turn)
+        except Exception as exc:  # a poison turn must not sink the batch with it
+            log.exception("turn %s/%s failed analysis", turn.tenant, turn.id)
+            turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+            turn.attempts += 1
+    turns = good
     t1 = time.perf_counter()
     vectors = embedder.embed([c.content for c in candidates])
     t2 = time.perf_counter()
@@ -133,7 +144,9 @@ def consolidate_pending(
         policy=config.policy,
         decider=decider,
     )
-    session.flush()  # the importance values set on the ORM rows above
+    session.flush()  # the importance (and failure) values set on the ORM rows above
+    if not turns:
+        return ConsolidationReport()
     session.execute(
         update(Turn)
         .where(tuple_(Turn.tenant, Turn.id).in_([(t.tenant, t.id) for t in turns]))
