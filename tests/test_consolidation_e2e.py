@@ -203,3 +203,31 @@ def _snapshot_user(db: sessionmaker[Session], tenant: str, user: str) -> dict[st
                 select(func.count()).select_from(Turn).where(Turn.user_id == user)
             ),
         }
+
+
+def test_a_payload_larger_than_a_batch_is_consolidated_in_full_batches(
+    worker: WorkerProcess,
+    db: sessionmaker[Session],
+    stack_env: dict[str, str],
+    ids: dict[str, str],
+) -> None:
+    from memwell.pipeline.stats import read_stats
+
+    wait_for(lambda: broker_idle(stack_env["REDIS_URL"]), timeout=120, what="a quiet broker")
+    r = redis.Redis.from_url(stack_env["REDIS_URL"])
+    before = read_stats(r)
+    turns = [
+        {"user_id": ids["user"], "session_id": ids["session"],
+         "content": f"I visited museum number {i} in Paris with my sister."}
+        for i in range(150)
+    ]  # fmt: skip
+    turn_ids = memwell.enqueue_turns(
+        turns, tenant=ids["tenant"], broker_url=stack_env["REDIS_URL"], chunk_size=150
+    )
+    wait_for(lambda: _status(db, ids["tenant"], turn_ids) == {"processed"}, timeout=120)
+    wait_for(lambda: broker_idle(stack_env["REDIS_URL"]), timeout=120, what="the batches")
+    after = read_stats(r)
+    r.close()
+    batches = after["batches"] - before.get("batches", 0)
+    assert after["turns"] - before.get("turns", 0) == 150
+    assert batches <= 3  # 150 turns at MEMWELL_EMBED_BATCH=64: never one turn per batch

@@ -4,7 +4,6 @@ pipeline function. Arguments are keyword-only ids and plain data, never objects.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -109,21 +108,31 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     time_limit=180,
 )
 def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) -> dict[str, int]:
-    """Score, extract, embed and reconcile pending turns (these first), in one batch."""
+    """Score, extract, embed and reconcile pending turns (these first), in batches.
+
+    One batch (one short transaction) per `batch_size` of this task's own turns, each
+    topped up with other pending turns, so no turn of this task is left behind when
+    the payload is larger than a batch."""
     runtime = get_runtime()
     steps = runtime.steps
-    with runtime.sessions.begin() as session:
-        report = consolidate_pending(
-            session,
-            runtime.embedder,
-            tenant=tenant,
-            turn_ids=turn_ids,
-            config=steps.config,
-            analyzer=steps.analyzer,
-            decider=steps.decider,
-        )
-    record_batch(runtime.redis, report)
-    return asdict(report)
+    size = steps.config.batch_size
+    totals: dict[str, int] = {"turns": 0, "memories_added": 0, "batches": 0}
+    for start in range(0, max(len(turn_ids), 1), size):
+        with runtime.sessions.begin() as session:
+            report = consolidate_pending(
+                session,
+                runtime.embedder,
+                tenant=tenant,
+                turn_ids=turn_ids[start : start + size],
+                config=steps.config,
+                analyzer=steps.analyzer,
+                decider=steps.decider,
+            )
+        record_batch(runtime.redis, report)
+        totals["turns"] += report.turns
+        totals["memories_added"] += report.memories_added
+        totals["batches"] += 1 if report.turns else 0
+    return totals
 
 
 @app.task(
