@@ -6,10 +6,15 @@ Run from the repo root: ``python -m bench.eval_importance``. Prints a table.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from bench.evaldata import evidence_ids, load_locomo, locomo_turns
+from memwell.pipeline.extract import TurnView, extract_local
 from memwell.pipeline.importance import score_turn
+from memwell.settings import Settings
+from memwell.tokens import count_tokens
 
 
 def roc_auc(scores: list[float], labels: list[bool]) -> float:
@@ -64,6 +69,36 @@ def main() -> None:
         f"{roc_auc(all_scores, all_labels):>13.3f}{roc_auc(all_len, all_labels):>13.3f}"
     )
     print("goal: local score >= 0.75")
+    extraction_coverage(samples)
+
+
+def extraction_coverage(samples: list[dict[str, Any]]) -> None:
+    """What local extraction keeps: evidence turns covered, and how long memories are."""
+    threshold = Settings().extract_threshold
+    turns = memories = covered = evidence_total = 0
+    memory_tokens: list[int] = []
+    turn_tokens: list[int] = []
+    for sample in samples:
+        evidence = evidence_ids(sample)
+        for t in locomo_turns(sample):
+            meta: dict[str, Any] = {"speaker": t.speaker}
+            if t.caption:
+                meta["image_caption"] = t.caption
+            view = TurnView("t", t.dia_id, "u", "s", "user", t.text, t.when, meta)
+            found = extract_local(view, threshold=threshold)
+            turns += 1
+            memories += len(found)
+            turn_tokens.append(count_tokens(t.text))
+            memory_tokens += [count_tokens(c.content) for c in found]
+            if t.dia_id in evidence:
+                evidence_total += 1
+                covered += bool(found)
+    print(f"\nLocal extraction at threshold {threshold}: {turns} turns -> {memories} memories")
+    print(
+        f"evidence turns with at least one memory: {covered}/{evidence_total}"
+        f" ({covered / evidence_total:.1%})"
+    )
+    print(f"mean tokens: memory {np.mean(memory_tokens):.1f}, raw turn {np.mean(turn_tokens):.1f}")
 
 
 if __name__ == "__main__":
