@@ -15,7 +15,7 @@ from memwell.buffer import SessionBuffer
 from memwell.chat import ChatDeps
 from memwell.db.engine import make_async_engine, make_async_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
-from memwell.enqueue import send_payload
+from memwell.enqueue import send_payload, send_summarize
 from memwell.llm import build_chat_model
 from memwell.settings import Settings
 
@@ -41,6 +41,18 @@ class AppState:
         await self.engine.dispose()
 
 
+def _summarize(
+    broker_url: str, tenant: str, user_id: str, session_id: str, turn_ids: list[str]
+) -> None:
+    send_summarize(
+        tenant=tenant,
+        user_id=user_id,
+        session_id=session_id,
+        turn_ids=turn_ids,
+        broker_url=broker_url,
+    )
+
+
 def build_state(settings: Settings) -> AppState:
     engine = make_async_engine(stack.database_url(settings))
     redis_url = stack.redis_url(settings)
@@ -54,6 +66,7 @@ def build_state(settings: Settings) -> AppState:
         embedder=CachedQueryEmbedder(build_embedder(settings), capacity=settings.query_cache_size),
         model=build_chat_model(settings),
         send=partial(send_payload, broker_url=redis_url),
+        summarize=partial(_summarize, redis_url),
     )
     return AppState(
         settings=settings, engine=engine, redis=client, chat=deps, chat_broker_url=redis_url

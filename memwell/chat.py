@@ -33,6 +33,8 @@ class ChatDeps:
     embedder: CachedQueryEmbedder
     model: ChatModel
     send: Callable[[IngestPayload], None]
+    #: (tenant, user_id, session_id, evicted turn ids): feeds the running summary
+    summarize: Callable[[str, str, str, list[str]], None] | None = None
 
 
 @dataclass
@@ -130,7 +132,7 @@ async def chat(
         content=reply.content or "(empty reply)",
         created_at=now,
     )
-    await deps.buffer.append(
+    evicted = await deps.buffer.append(
         tenant,
         user_id,
         session_id,
@@ -144,6 +146,11 @@ async def chat(
     started = watch.lap("buffer_append", started)
     payload = IngestPayload(tenant=tenant, turns=[user_turn, assistant_turn])
     await asyncio.to_thread(deps.send, payload)
+    if evicted and deps.summarize is not None:
+        # Sent after the ingest of this exchange: the worker retries until the evicted
+        # turns are stored, so the order only saves a retry.
+        ids = [t.turn_id for t in evicted]
+        await asyncio.to_thread(deps.summarize, tenant, user_id, session_id, ids)
     watch.lap("enqueue", started)
     watch.lap("total", t0)
     return ChatResult(

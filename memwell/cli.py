@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import click
+from sqlalchemy.orm import Session, sessionmaker
 
 from memwell import stack
 from memwell.settings import get_settings
@@ -120,6 +121,51 @@ def up(with_demo: bool, exit_after_demo: bool) -> None:
             python=Path(sys.executable),
         )
     )
+
+
+@main.group()
+def dlq() -> None:
+    """Dead letters: tasks that failed for good."""
+
+
+@dlq.command("list")
+@click.option("--all", "include_replayed", is_flag=True, help="Include replayed letters.")
+@click.option("--limit", type=int, default=50, show_default=True)
+def dlq_list(include_replayed: bool, limit: int) -> None:
+    """Show dead letters, newest first."""
+    from memwell.deadletter import list_dead_letters
+
+    with _sessions().begin() as session:
+        letters = list_dead_letters(session, include_replayed=include_replayed, limit=limit)
+        if not letters:
+            click.echo("no dead letters")
+        for d in letters:
+            state = f"replayed {d.replayed_at:%Y-%m-%d %H:%M}" if d.replayed_at else "open"
+            click.echo(
+                f"{d.id:>6}  {d.created_at:%Y-%m-%d %H:%M:%S}  {d.task_name}  "
+                f"tenant={d.tenant or '-'}  {state}\n        {d.error[:200]}"
+            )
+
+
+@dlq.command("replay")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "replay_all", is_flag=True, help="Replay every open letter.")
+def dlq_replay(ids: tuple[int, ...], replay_all: bool) -> None:
+    """Re-send dead letters (by id, or --all) to their tasks."""
+    from memwell.deadletter import replay_dead_letters
+    from memwell.enqueue import send_task
+
+    if not ids and not replay_all:
+        raise click.UsageError("give dead-letter ids, or --all")
+    with _sessions().begin() as session:
+        done = replay_dead_letters(session, send_task, ids=list(ids) if ids else None)
+    click.echo(f"replayed {len(done)}: {', '.join(map(str, done)) or '-'}")
+
+
+def _sessions() -> sessionmaker[Session]:
+    from memwell.db.engine import make_engine, make_sessionmaker
+
+    return make_sessionmaker(make_engine(stack.database_url(get_settings()), pool_size=1))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Any
 from celery import Celery
 
 from memwell import broker_publish, stack
-from memwell.queues import Queue, TaskName
+from memwell.queues import TASK_QUEUES, Queue, TaskName, pipeline_queue
 from memwell.settings import get_settings
 from memwell.turns import IngestPayload, TurnIn
 
@@ -59,6 +59,40 @@ def send_payloads(payloads: list[IngestPayload], *, broker_url: str | None = Non
 def send_payload(payload: IngestPayload, *, broker_url: str | None = None) -> None:
     """Send one ingest task carrying the payload's turns."""
     send_payloads([payload], broker_url=broker_url)
+
+
+def send_task(task_name: str, kwargs: dict[str, Any], *, broker_url: str | None = None) -> None:
+    """Send any Memwell task by its stable name to its usual queue (dead-letter replay)."""
+    url = broker_url or stack.redis_url(get_settings())
+    queue = TASK_QUEUES.get(TaskName(task_name), Queue.INGEST) if _known(task_name) else None
+    producer_app(url).send_task(task_name, kwargs=kwargs, queue=(queue or Queue.INGEST).value)
+
+
+def _known(task_name: str) -> bool:
+    return task_name in {t.value for t in TaskName}
+
+
+def send_summarize(
+    *,
+    tenant: str,
+    user_id: str,
+    session_id: str,
+    turn_ids: list[str],
+    broker_url: str | None = None,
+) -> None:
+    """Ask the workers to fold turns evicted from a session buffer into its summary."""
+    settings = get_settings()
+    url = broker_url or stack.redis_url(settings)
+    producer_app(url).send_task(
+        TaskName.SUMMARIZE_SESSION,
+        kwargs={
+            "tenant": tenant,
+            "user_id": user_id,
+            "session_id": session_id,
+            "turn_ids": turn_ids,
+        },
+        queue=pipeline_queue(settings.pipeline_uses_llm, local=Queue.INGEST),
+    )
 
 
 def enqueue_turn(

@@ -17,10 +17,19 @@ class TaskName(StrEnum):
     INGEST_TURNS = "memwell.ingest_turns"
     CONSOLIDATE_TURNS = "memwell.consolidate_turns"
     SWEEP_PENDING = "memwell.sweep_pending"
+    SUMMARIZE_SESSION = "memwell.summarize_session"
 
 
 TASK_QUEUES: dict[TaskName, Queue] = {
     TaskName.INGEST_TURNS: Queue.INGEST,
     TaskName.CONSOLIDATE_TURNS: Queue.EMBED,
     TaskName.SWEEP_PENDING: Queue.MAINTENANCE,
+    TaskName.SUMMARIZE_SESSION: Queue.INGEST,
 }
+
+
+def pipeline_queue(uses_llm: bool, *, local: Queue) -> Queue:
+    """Where a pipeline task goes: the rate-limited `llm` queue when its steps call
+    the model endpoint, else its local queue (`embed` for consolidation, `ingest`
+    for summaries)."""
+    return Queue.LLM if uses_llm else local

@@ -64,6 +64,49 @@ class Settings(BaseSettings):
     )
     query_cache_size: int = Field(default=4096, ge=0, validation_alias="MEMWELL_QUERY_CACHE_SIZE")
 
+    # --- consolidation -------------------------------------------------------------------
+    pipeline_mode: Literal["auto", "local", "llm"] = Field(
+        default="auto",
+        validation_alias="MEMWELL_PIPELINE_MODE",
+        description="auto: LLM steps when a model endpoint is configured, else local mode.",
+    )
+    embed_linger_ms: float = Field(
+        default=25.0,
+        ge=0,
+        le=5000,
+        validation_alias="MEMWELL_EMBED_LINGER_MS",
+        description="A short consolidate batch waits up to this long for more turns.",
+    )
+    extract_threshold: float = Field(
+        default=0.35, ge=0, le=1, validation_alias="MEMWELL_EXTRACT_THRESHOLD"
+    )
+    merge_threshold: float = Field(
+        default=0.82,
+        ge=0,
+        le=1,
+        validation_alias="MEMWELL_MERGE_THRESHOLD",
+        description="Cosine at or above which a guarded paraphrase merges (bench/eval_dedup).",
+    )
+    supersede_floor: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        validation_alias="MEMWELL_SUPERSEDE_FLOOR",
+        description="Neighbours below this cosine are never superseded. Low on purpose: "
+        "'lives in Berlin' / 'moved to Lisbon' score ~0.5, and the slot rule decides.",
+    )
+    reconcile_neighbours: int = Field(
+        default=8, ge=1, le=50, validation_alias="MEMWELL_RECONCILE_NEIGHBOURS"
+    )
+    summary_tokens: int = Field(default=300, ge=20, validation_alias="MEMWELL_SUMMARY_TOKENS")
+    llm_requests_per_minute: int = Field(
+        default=60,
+        ge=0,
+        validation_alias="MEMWELL_LLM_RPM",
+        description="Pipeline calls to the model endpoint, shared by all workers (0: no cap).",
+    )
+    llm_rate_wait_s: float = Field(default=30.0, ge=0, validation_alias="MEMWELL_LLM_RATE_WAIT_S")
+
     # --- tenancy ----------------------------------------------------------------------
     default_tenant: str = Field(default="default", validation_alias="MEMWELL_DEFAULT_TENANT")
 
@@ -123,6 +166,13 @@ class Settings(BaseSettings):
     def llm_mode(self) -> bool:
         """True when a model endpoint is configured; local mode otherwise."""
         return self.openai_api_key is not None or self.openai_base_url is not None
+
+    @property
+    def pipeline_uses_llm(self) -> bool:
+        """Whether consolidation calls the model endpoint (LLM mode) or runs locally."""
+        if self.pipeline_mode == "auto":
+            return self.llm_mode
+        return self.pipeline_mode == "llm"
 
     @property
     def resolved_embedding_provider(self) -> Literal["local", "openai"]:

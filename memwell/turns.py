@@ -44,7 +44,13 @@ class TurnIn(BaseModel):
     created_at: datetime | None = Field(
         default=None, description="Event time (ISO-8601). Unset: the time it was received."
     )
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Free-form JSON kept with the turn. Keys the pipeline reads: "
+        "`speaker` (who said it: named in extracted memories instead of 'The user'), "
+        "`image_caption` (a shared image, remembered as 'X shared <caption>'), "
+        "`agent_id` (copied onto the memories).",
+    )
 
     @field_validator("content")
     @classmethod

@@ -66,11 +66,15 @@ def test_assistant_turns_are_logged_but_not_remembered(
 ) -> None:
     said = api.post(
         "/v1/chat",
-        json={"user_id": ids["user"], "session_id": "s", "message": "I collect vinyl records."},
+        json={
+            "user_id": ids["user"],
+            "session_id": "s",
+            "message": "I collect vinyl records from the seventies.",
+        },
     ).json()
     wait_for(lambda: _processed(api, said["turn_ids"]), timeout=60, what="consolidation")
     with db() as session:
         contents = session.scalars(
             select(Memory.content).where(Memory.user_id == ids["user"])
         ).all()
-    assert contents == ["I collect vinyl records."]
+    assert contents == ["The user collects vinyl records from the seventies."]

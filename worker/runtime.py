@@ -1,4 +1,5 @@
-"""Per-process resources of a worker: the database engine and the embedder.
+"""Per-process resources of a worker: the database engine, the embedder, Redis and
+the pipeline steps (local or LLM mode).
 
 Created lazily in the process that uses them (after the prefork fork), never at
 import: a connection pool or an ONNX session shared across a fork is corrupt.
@@ -11,12 +12,15 @@ import os
 import threading
 from dataclasses import dataclass
 
+import redis
 from celery.signals import worker_process_init
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell import stack
+from memwell.buffer import SyncSessionBuffer
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
+from memwell.pipeline.factory import PipelineSteps, build_steps
 from memwell.settings import Settings, get_settings
 
 
@@ -25,6 +29,9 @@ class Runtime:
     settings: Settings
     sessions: sessionmaker[Session]
     embedder: Embedder
+    redis: redis.Redis
+    buffer: SyncSessionBuffer
+    steps: PipelineSteps
     pid: int
 
 
@@ -39,10 +46,17 @@ def get_runtime() -> Runtime:
             settings = get_settings()
             # Threads inside one process share this pool; prefork processes each own one.
             engine = make_engine(stack.database_url(settings), pool_size=2)
+            sessions = make_sessionmaker(engine)
+            client = redis.Redis.from_url(stack.redis_url(settings))
             _runtime = Runtime(
                 settings=settings,
-                sessions=make_sessionmaker(engine),
+                sessions=sessions,
                 embedder=build_embedder(settings),
+                redis=client,
+                buffer=SyncSessionBuffer(
+                    client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
+                ),
+                steps=build_steps(settings, sessions=sessions, redis_client=client),
                 pid=os.getpid(),
             )
         return _runtime

@@ -4,7 +4,6 @@ pipeline function. Arguments are keyword-only ids and plain data, never objects.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -14,10 +13,13 @@ from celery import Task
 from pydantic import ValidationError
 
 from memwell.deadletter import record_dead_letter
+from memwell.llm.ratelimit import RateLimited
 from memwell.pipeline.consolidate import consolidate_pending
 from memwell.pipeline.persist import persist_turns
+from memwell.pipeline.stats import record_batch
+from memwell.pipeline.summarize import TurnsNotPersisted, fold_into_summary
 from memwell.pipeline.sweep import stale_pending_turns
-from memwell.queues import Queue, TaskName
+from memwell.queues import Queue, TaskName, pipeline_queue
 from memwell.turns import IngestPayload
 from worker.celery_app import app
 from worker.runtime import get_runtime
@@ -34,6 +36,8 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.TimeoutError,
     ConnectionError,
     TimeoutError,
+    RateLimited,  # the shared model budget is spent for now
+    TurnsNotPersisted,  # a summary waits for its turns' ingest
 )
 
 SWEEP_AFTER = timedelta(minutes=5)
@@ -91,7 +95,7 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
         new_ids = persist_turns(session, parsed)
     consolidate_turns.apply_async(
         kwargs={"tenant": parsed.tenant, "turn_ids": [t.id for t in parsed.turns]},
-        queue=Queue.EMBED.value,
+        queue=_consolidate_queue(),
     )
     return {"rejected": 0, "persisted": len(new_ids)}
 
@@ -104,17 +108,63 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     time_limit=180,
 )
 def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) -> dict[str, int]:
-    """Embed and store memories for pending turns (these first), in one batch."""
+    """Score, extract, embed and reconcile pending turns (these first), in batches.
+
+    One batch (one short transaction) per `batch_size` of this task's own turns, each
+    topped up with other pending turns, so no turn of this task is left behind when
+    the payload is larger than a batch."""
+    runtime = get_runtime()
+    steps = runtime.steps
+    size = steps.config.batch_size
+    totals: dict[str, int] = {"turns": 0, "memories_added": 0, "batches": 0}
+    for start in range(0, max(len(turn_ids), 1), size):
+        with runtime.sessions.begin() as session:
+            report = consolidate_pending(
+                session,
+                runtime.embedder,
+                tenant=tenant,
+                turn_ids=turn_ids[start : start + size],
+                config=steps.config,
+                analyzer=steps.analyzer,
+                decider=steps.decider,
+            )
+        record_batch(runtime.redis, report)
+        totals["turns"] += report.turns
+        totals["memories_added"] += report.memories_added
+        totals["batches"] += 1 if report.turns else 0
+    return totals
+
+
+@app.task(
+    base=MemwellTask,
+    bind=True,
+    name=TaskName.SUMMARIZE_SESSION.value,
+    soft_time_limit=120,
+    time_limit=180,
+)
+def summarize_session(
+    self: MemwellTask, *, tenant: str, user_id: str, session_id: str, turn_ids: list[str]
+) -> dict[str, int]:
+    """Fold turns evicted from the session buffer into the running summary."""
     runtime = get_runtime()
     with runtime.sessions.begin() as session:
-        report = consolidate_pending(
+        result = fold_into_summary(
             session,
-            runtime.embedder,
+            runtime.steps.summarizer,
             tenant=tenant,
+            user_id=user_id,
+            session_id=session_id,
             turn_ids=turn_ids,
-            limit=runtime.settings.embedding_batch_size,
         )
-    return asdict(report)
+    if result.folded and result.summary:
+        # After the commit: the chat path reads the summary from the buffer's key.
+        runtime.buffer.set_summary(tenant, user_id, session_id, result.summary)
+    return {"folded": result.folded}
+
+
+def _consolidate_queue() -> str:
+    uses_llm = get_runtime().settings.pipeline_uses_llm
+    return pipeline_queue(uses_llm, local=Queue.EMBED).value
 
 
 @app.task(
@@ -134,6 +184,6 @@ def sweep_pending(self: MemwellTask) -> dict[str, int]:
         for start in range(0, len(ids), step):
             consolidate_turns.apply_async(
                 kwargs={"tenant": tenant, "turn_ids": ids[start : start + step]},
-                queue=Queue.EMBED.value,
+                queue=_consolidate_queue(),
             )
     return {"redispatched": sum(len(ids) for ids in stale.values())}

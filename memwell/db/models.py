@@ -8,7 +8,7 @@ that one tenant's (and one user's) rows are reached without touching the rest.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
@@ -16,6 +16,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Computed,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -192,6 +193,10 @@ class ChatSession(Base):
     status: Mapped[str] = mapped_column(String(16), server_default=text("'open'"))
     summary: Mapped[str | None] = mapped_column(Text)
     summary_updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Turns already folded into `summary`: a redelivered summarize task skips them.
+    summarized_turn_ids: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("'{}'::text[]")
+    )
     turn_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
     last_activity_at: Mapped[datetime] = mapped_column(
@@ -226,3 +231,24 @@ class DeadLetter(Base):
     __table_args__ = (
         Index("ix_dead_letters_open", "created_at", postgresql_where=text("replayed_at IS NULL")),
     )
+
+
+class LlmUsage(Base):
+    """Tokens spent on the model endpoint, per tenant, day, pipeline stage and model.
+
+    Rows are upserted with increments after every call (in their own transaction, so a
+    task that rolls back still accounts for the tokens it spent)."""
+
+    __tablename__ = "llm_usage"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    stage: Mapped[str] = mapped_column(String(32), primary_key=True)
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    # Calls whose answer could not be used (bad JSON twice, HTTP errors) ...
+    failures: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # ... and items that then fell back to local mode.
+    fallbacks: Mapped[int] = mapped_column(Integer, server_default=text("0"))

@@ -1,0 +1,188 @@
+"""Local-mode consolidation throughput, end to end through a real Celery worker, next
+to the raw embedder throughput measured in the same run on the same texts.
+
+Run from the repo root: ``python -m bench.bench_pipeline [--turns N] [--concurrency C]``.
+Starts embedded Postgres and Valkey (unless DATABASE_URL / REDIS_URL are set), a
+worker subprocess, enqueues LoCoMo dev turns (or synthetic ones when the data is
+missing) through `memwell.enqueue_turns`, and times enqueue -> every turn processed.
+Prints a table, plus where the worker's time went (from the batch counters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import redis
+from sqlalchemy import func, select
+
+import memwell
+from bench.evaldata import data_root, load_locomo, locomo_turns
+from memwell import migrate
+from memwell.db.engine import make_engine, make_sessionmaker
+from memwell.db.models import Turn
+from memwell.embedded import EmbeddedPostgres, EmbeddedRedis
+from memwell.embeddings import build_embedder
+from memwell.enqueue import producer_app
+from memwell.pipeline.extract import TurnView, extract_local
+from memwell.pipeline.stats import STATS_KEY, read_stats
+from memwell.settings import Settings
+
+
+def _turns(limit: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if (data_root() / "locomo" / "locomo-dev.json").exists():
+        for sample in load_locomo():
+            for t in locomo_turns(sample):
+                meta: dict[str, Any] = {"speaker": t.speaker}
+                out.append(
+                    {
+                        "id": f"{t.sample_id}:{t.dia_id}",
+                        "user_id": t.sample_id,
+                        "session_id": f"{t.sample_id}-s{t.session}",
+                        "content": t.text,
+                        "created_at": t.when,
+                        "metadata": meta,
+                    }
+                )
+    base = datetime(2024, 1, 1, tzinfo=UTC)
+    i = 0
+    while len(out) < limit:  # synthetic top-up (or everything, without the data)
+        out.append(
+            {
+                "id": f"syn-{i}",
+                "user_id": f"syn-{i % 5}",
+                "session_id": f"syn-s{i // 40}",
+                "content": f"I went to the climbing gym number {i} with my sister yesterday.",
+                "created_at": base + timedelta(minutes=i),
+                "metadata": {"speaker": "Sam"},
+            }
+        )
+        i += 1
+    return out[:limit]
+
+
+@contextmanager
+def _services() -> Iterator[tuple[str, str]]:
+    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
+        yield os.environ["DATABASE_URL"], os.environ["REDIS_URL"]
+        return
+    root = Path(tempfile.mkdtemp(prefix="memwell-bench-"))
+    pg = EmbeddedPostgres(pgdata=root / "pg", database="memwell_bench")
+    rd = EmbeddedRedis(data_dir=root / "redis", appendonly=False)
+    try:
+        yield pg.start(), rd.start()
+    finally:
+        rd.stop()
+        pg.stop()
+
+
+def _embedder_rate(texts: list[str], batch: int) -> float:
+    embedder = build_embedder(Settings(embedding_provider="local", embedding_batch_size=batch))
+    embedder.embed(texts[:batch])  # warm-up
+    started = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        embedder.embed(texts[i : i + batch])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def _start_worker(env: dict[str, str], concurrency: int) -> subprocess.Popen[bytes]:
+    argv = [
+        sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
+        "-Q", "ingest,embed,llm,maintenance", "-c", str(concurrency), "-n", "bench@localhost",
+        "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    app = producer_app(env["REDIS_URL"])
+    deadline = time.monotonic() + 120
+    while not app.control.ping(destination=["bench@localhost"], timeout=0.5):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            raise SystemExit("worker did not start")
+    return proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=2)
+    args = parser.parse_args()
+    turns = _turns(args.turns)
+    settings = Settings()
+    views = [
+        TurnView("b", t["id"], t["user_id"], t["session_id"], "user", t["content"],
+                 t["created_at"], t["metadata"])
+        for t in turns
+    ]  # fmt: skip
+    texts = [
+        c.content for v in views for c in extract_local(v, threshold=settings.extract_threshold)
+    ]
+    print(f"{len(turns)} turns -> {len(texts)} memory candidates to embed", file=sys.stderr)
+    embed_rate = _embedder_rate(texts, settings.embedding_batch_size)
+    embed_turn_rate = embed_rate * len(texts) / len(turns)
+
+    with _services() as (db_url, redis_url):
+        migrate.upgrade(db_url)
+        env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, HF_HUB_OFFLINE="1")
+        env["MEMWELL_EMBEDDING_PROVIDER"] = "local"
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+        worker = _start_worker(env, args.concurrency)
+        client = redis.Redis.from_url(redis_url)
+        client.delete(STATS_KEY)
+        sessions = make_sessionmaker(make_engine(db_url, pool_size=1))
+        try:
+            started = time.perf_counter()
+            memwell.enqueue_turns(turns, tenant="bench", broker_url=redis_url, chunk_size=100)
+            enqueued = time.perf_counter() - started
+            done = 0
+            while done < len(turns):
+                time.sleep(0.2)
+                with sessions() as session:
+                    done = (
+                        session.scalar(
+                            select(func.count()).select_from(Turn).where(Turn.status == "processed")
+                        )
+                        or 0
+                    )
+                print(f"  processed {done}/{len(turns)}", end="\r", file=sys.stderr)
+            elapsed = time.perf_counter() - started
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+        stats = read_stats(client)
+        client.close()
+
+    rate = len(turns) / elapsed
+    batches = stats.get("batches", 0) or 1
+    print("\nLocal-mode consolidation throughput (this machine, same run)")
+    print(f"{'what':<46}{'value':>12}")
+    print(
+        f"{'raw embedder, sentences/s (batch ' + str(settings.embedding_batch_size) + ')':<46}"
+        f"{embed_rate:>12.0f}"
+    )
+    print(f"{'raw embedder, turns/s equivalent':<46}{embed_turn_rate:>12.0f}")
+    print(f"{'pipeline end to end, turns/s':<46}{rate:>12.0f}")
+    print(f"{'pipeline / embedder (turns/s)':<46}{rate / embed_turn_rate:>12.0%}")
+    print(f"{'turns / candidates':<46}{len(turns):>6} /{len(texts):>5}")
+    print(f"{'enqueue time, s':<46}{enqueued:>12.2f}")
+    print(
+        f"{'consolidate batches / mean turns per batch':<46}"
+        f"{int(batches):>6} /{stats.get('turns', 0) / batches:>5.1f}"
+    )
+    print("worker time by step (summed over processes, s):")
+    for step in ("analyze_ms", "embed_ms", "reconcile_ms"):
+        print(f"  {step[:-3]:<44}{stats.get(step, 0) / 1000:>12.2f}")
+    print(f"  {'wall clock':<44}{elapsed:>12.2f}")
+    print(f"worker concurrency {args.concurrency}; goal >= 300 turns/s and >= 50% of the embedder")
+
+
+if __name__ == "__main__":
+    main()

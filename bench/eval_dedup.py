@@ -1,0 +1,98 @@
+"""Dedup evaluation: precision and recall of the local merge decision on MRPC train,
+against the paraphrase label, over a sweep of cosine thresholds, with and without
+the fact guard (memwell/pipeline/dedup.py).
+
+Run from the repo root: ``python -m bench.eval_dedup``. Prints tables.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.evaldata import require
+from memwell.embeddings import Embedder, build_embedder
+from memwell.pipeline.dedup import decide_merge, fact_guard
+from memwell.settings import Settings
+
+THRESHOLDS = (0.70, 0.75, 0.80, 0.82, 0.85, 0.88, 0.90, 0.92, 0.95)
+CHOSEN = Settings().merge_threshold
+
+
+def load_pairs() -> tuple[list[str], list[str], np.ndarray]:
+    path = require("paraphrase/mrpc-train.tsv")
+    a, b, y = [], [], []
+    with path.open(encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        next(reader)
+        for row in reader:
+            if len(row) < 5:
+                continue
+            y.append(row[0] == "1")
+            a.append(row[3])
+            b.append(row[4])
+    return a, b, np.asarray(y)
+
+
+def prf(pred: np.ndarray, y: np.ndarray) -> tuple[float, float, int]:
+    tp = int((pred & y).sum())
+    merged = int(pred.sum())
+    return (tp / merged if merged else float("nan")), tp / int(y.sum()), merged
+
+
+def cosines(embedder: Embedder, a: list[str], b: list[str]) -> np.ndarray:
+    """Pair cosines; cached in MEMWELL_BENCH_CACHE (if set) to iterate on the rule."""
+    cache_dir = os.environ.get("MEMWELL_BENCH_CACHE")
+    cache = Path(cache_dir) / f"mrpc-{embedder.model_name}.npy" if cache_dir else None
+    if cache is not None and cache.exists():
+        return np.asarray(np.load(cache))
+    started = time.perf_counter()
+    out = np.empty(len(a), dtype=np.float32)
+    step = 256
+    for i in range(0, len(a), step):
+        va, vb = embedder.embed(a[i : i + step]), embedder.embed(b[i : i + step])
+        out[i : i + step] = (va * vb).sum(axis=1)
+        print(f"  embedded {min(i + step, len(a))}/{len(a)} pairs", file=sys.stderr)
+    print(f"embedding took {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, out)
+    return out
+
+
+def main() -> None:
+    a, b, y = load_pairs()
+    embedder = build_embedder(Settings(embedding_provider="local"))
+    cos = cosines(embedder, a, b)
+    guard_ok = np.asarray([fact_guard(x, z) is None for x, z in zip(a, b, strict=True)])
+    print(f"MRPC train: {len(y)} pairs, {int(y.sum())} paraphrases; model {embedder.model_name}")
+    print(
+        f"fact guard passes {guard_ok.mean():.1%} of pairs "
+        f"({guard_ok[y].mean():.1%} of paraphrases, {guard_ok[~y].mean():.1%} of others)"
+    )
+    print(
+        f"{'threshold':>9} | {'cosine only: P':>15} {'R':>6} {'merges':>7} |"
+        f" {'cosine + guard: P':>18} {'R':>6} {'merges':>7}"
+    )
+    for t in THRESHOLDS:
+        p1, r1, m1 = prf(cos >= t, y)
+        pred = np.asarray(
+            [
+                decide_merge(x, z, float(c), threshold=t).merge
+                for x, z, c in zip(a, b, cos, strict=True)
+            ]
+        )
+        p2, r2, m2 = prf(pred, y)
+        mark = "  <- chosen" if abs(t - CHOSEN) < 1e-9 else ""
+        print(f"{t:>9.2f} | {p1:>15.3f} {r1:>6.3f} {m1:>7} | {p2:>18.3f} {r2:>6.3f} {m2:>7}{mark}")
+    print(f"base rate (merge everything): precision {y.mean():.3f}")
+    print("goal: precision >= 0.90 at the chosen threshold (MEMWELL_MERGE_THRESHOLD)")
+
+
+if __name__ == "__main__":
+    main()

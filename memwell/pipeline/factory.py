@@ -1,0 +1,60 @@
+"""Builds the pipeline's collaborators from Settings: the one place that chooses
+between local mode and LLM mode for consolidation and summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.llm.ratelimit import RedisRateLimiter
+from memwell.llm.structured import StructuredLLM
+from memwell.llm.usage import UsageRecorder
+from memwell.pipeline.consolidate import Analyzer, ConsolidationConfig, LocalAnalyzer
+from memwell.pipeline.reconcile import Decider
+from memwell.pipeline.summarize import LocalSummarizer, Summarizer
+from memwell.settings import Settings
+
+
+@dataclass(frozen=True)
+class PipelineSteps:
+    config: ConsolidationConfig
+    analyzer: Analyzer
+    decider: Decider | None
+    summarizer: Summarizer
+    llm: StructuredLLM | None
+
+
+def build_steps(
+    settings: Settings, *, sessions: sessionmaker[Session], redis_client: redis.Redis
+) -> PipelineSteps:
+    config = ConsolidationConfig.from_settings(settings)
+    local = LocalAnalyzer(threshold=config.extract_threshold)
+    local_summary = LocalSummarizer(
+        budget_tokens=settings.summary_tokens, threshold=config.extract_threshold
+    )
+    if not settings.pipeline_uses_llm:
+        return PipelineSteps(config, local, None, local_summary, None)
+    from memwell.pipeline.llm_steps import LlmAnalyzer, LlmDecider, LlmSummarizer
+
+    key = settings.openai_api_key
+    llm = StructuredLLM(
+        model=settings.chat_model,
+        base_url=settings.openai_base_url,
+        api_key=key.get_secret_value() if key else None,
+        timeout_s=settings.llm_timeout_s,
+        limiter=RedisRateLimiter(
+            redis_client,
+            per_minute=settings.llm_requests_per_minute,
+            max_wait_s=settings.llm_rate_wait_s,
+        ),
+        usage=UsageRecorder(sessions),
+    )
+    return PipelineSteps(
+        config,
+        LlmAnalyzer(llm, local),
+        LlmDecider(llm),
+        LlmSummarizer(llm, local_summary),
+        llm,
+    )

@@ -1,0 +1,299 @@
+"""Step 5: reconcile new candidate memories against their nearest live neighbours.
+
+For each candidate, in order, against the user's live memories (found in one SQL
+statement for the whole batch) and the memories this batch already added:
+
+1. exact duplicate (same normalised content): reinforce the existing memory;
+2. a changed fact about the same subject (memwell/pipeline/slots.py, or the LLM's
+   call): supersede. The old row gets valid_to and superseded_by, the new one is live;
+3. a paraphrase (cosine >= merge threshold and the fact guard of
+   memwell/pipeline/dedup.py): merge. Keep the better-written text, the union of
+   provenance and the higher importance;
+4. otherwise add.
+
+Every change is a `memory_events` row with the old and new content.
+
+Concurrency: the batch takes a transaction-scoped advisory lock per (tenant, user),
+in sorted order (no deadlocks), before it reads neighbours. Two workers reconciling
+near-identical memories for one user therefore run one after the other, and the
+second sees the first's rows: no duplicates. Different users never wait on each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from sqlalchemy import func, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import Session
+
+from memwell.db.models import Memory, MemoryEvent
+from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
+from memwell.pipeline.memories import Candidate, upsert_memory
+from memwell.pipeline.slots import supersedes
+from memwell.retrieval import vector_literal
+from memwell.text import content_hash
+
+Action = Literal["add", "reinforce", "merge", "supersede"]
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    id: uuid.UUID
+    content: str
+    content_hash: str
+    kind: str
+    similarity: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    target: Neighbour | None = None
+    content: str | None = None  # the merged text, when the decider rewrote it
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ReconcilePolicy:
+    merge_threshold: float = MERGE_THRESHOLD_DEFAULT
+    supersede_floor: float = 0.3
+    neighbours: int = 8
+
+
+class Decider(Protocol):
+    """LLM mode's judge for candidates with close neighbours; None means "no answer,
+    use the local rule"."""
+
+    def decide(self, candidate: Candidate, neighbours: Sequence[Neighbour]) -> Decision | None: ...
+
+
+@dataclass
+class ReconcileReport:
+    added: int = 0
+    reinforced: int = 0
+    merged: int = 0
+    superseded: int = 0
+    memory_ids: list[uuid.UUID] = field(default_factory=list)
+
+    def count(self, action: Action) -> None:
+        name = {"add": "added", "reinforce": "reinforced", "merge": "merged"}.get(
+            action, "superseded"
+        )
+        setattr(self, name, getattr(self, name) + 1)
+
+
+def lock_users(session: Session, users: set[tuple[str, str]]) -> None:
+    """Serialise reconciliation per (tenant, user) until the transaction ends."""
+    for tenant, user_id in sorted(users):
+        session.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
+            {"key": f"memwell:{len(tenant)}:{tenant}:{user_id}"},
+        )
+
+
+_NEIGHBOURS = text(
+    """
+    SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
+    FROM unnest(CAST(:idx AS int[]), CAST(:tenants AS text[]), CAST(:users AS text[]),
+                CAST(:vecs AS vector[])) AS c(idx, tenant, user_id, vec)
+    CROSS JOIN LATERAL (
+        SELECT id, content, content_hash, kind, embedding <=> c.vec AS dist
+        FROM memories
+        WHERE tenant = c.tenant AND user_id = c.user_id AND embedding_model = :model
+          AND deleted_at IS NULL AND superseded_by IS NULL
+        ORDER BY embedding <=> c.vec
+        LIMIT :k
+    ) m
+    """
+)
+
+
+def fetch_neighbours(
+    session: Session,
+    candidates: Sequence[Candidate],
+    vectors: np.ndarray,
+    *,
+    embedding_model: str,
+    k: int,
+) -> list[list[Neighbour]]:
+    """The k nearest live memories of each candidate's user, in one statement."""
+    out: list[list[Neighbour]] = [[] for _ in candidates]
+    if not candidates:
+        return out
+    rows = session.execute(
+        _NEIGHBOURS,
+        {
+            "idx": list(range(len(candidates))),
+            "tenants": [c.tenant for c in candidates],
+            "users": [c.user_id for c in candidates],
+            "vecs": [vector_literal(v) for v in vectors],
+            "model": embedding_model,
+            "k": k,
+        },
+    )
+    for row in rows:
+        out[row.idx].append(
+            Neighbour(row.id, row.content, row.content_hash, row.kind, float(row.similarity))
+        )
+    return out
+
+
+def decide_local(
+    candidate: Candidate, neighbours: Sequence[Neighbour], policy: ReconcilePolicy
+) -> Decision:
+    """The documented local rule: exact, then supersede, then merge, else add."""
+    digest = content_hash(candidate.content)
+    for n in neighbours:
+        if n.content_hash == digest:
+            return Decision("reinforce", n, reason="exact duplicate")
+    ranked = sorted(neighbours, key=lambda n: n.similarity, reverse=True)
+    for n in ranked:
+        if n.similarity < policy.supersede_floor:
+            break
+        slot = supersedes(candidate.content, n.content)
+        if slot is not None:
+            return Decision("supersede", n, reason=f"{slot.relation} of {slot.subject} changed")
+    if ranked:
+        best = ranked[0]
+        merge = decide_merge(
+            best.content, candidate.content, best.similarity, threshold=policy.merge_threshold
+        )
+        if merge.merge:
+            return Decision("merge", best, reason=merge.reason)
+    return Decision("add", reason="new")
+
+
+@dataclass
+class _BatchState:
+    """What this batch changed so far, so later candidates see it."""
+
+    retired: set[uuid.UUID] = field(default_factory=set)
+    rewritten: dict[uuid.UUID, Neighbour] = field(default_factory=dict)
+    added: list[tuple[Candidate, np.ndarray, Neighbour]] = field(default_factory=list)
+
+    def view(self, c: Candidate, vector: np.ndarray, found: list[Neighbour]) -> list[Neighbour]:
+        live = [self.rewritten.get(n.id, n) for n in found if n.id not in self.retired]
+        seen = {n.id for n in live}
+        for other, other_vec, n in self.added:
+            same_user = (other.tenant, other.user_id) == (c.tenant, c.user_id)
+            if same_user and n.id not in seen and n.id not in self.retired:
+                live.append(replace(n, similarity=float(np.dot(vector, other_vec))))
+        return live
+
+
+def reconcile_batch(
+    session: Session,
+    candidates: Sequence[Candidate],
+    vectors: np.ndarray,
+    *,
+    embedding_model: str,
+    policy: ReconcilePolicy,
+    decider: Decider | None = None,
+) -> ReconcileReport:
+    """Lock the batch's users, then apply each candidate's decision in order."""
+    report = ReconcileReport()
+    if not candidates:
+        return report
+    lock_users(session, {(c.tenant, c.user_id) for c in candidates})
+    found = fetch_neighbours(
+        session, candidates, vectors, embedding_model=embedding_model, k=policy.neighbours
+    )
+    state = _BatchState()
+    events: list[dict[str, Any]] = []
+    for c, vector, near in zip(candidates, vectors, found, strict=True):
+        neighbours = state.view(c, vector, near)
+        decision = None
+        close = [n for n in neighbours if n.similarity >= policy.supersede_floor]
+        exact = any(n.content_hash == content_hash(c.content) for n in neighbours)
+        if decider is not None and close and not exact:
+            decision = decider.decide(c, close)
+        if decision is None:
+            decision = decide_local(c, neighbours, policy)
+        memory_id = _apply(session, c, vector, decision, embedding_model, state, events)
+        report.count(decision.action)
+        report.memory_ids.append(memory_id)
+    session.execute(insert(MemoryEvent).values(events))
+    return report
+
+
+def _event(c: Candidate, memory_id: uuid.UUID, event: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "tenant": c.tenant,
+        "user_id": c.user_id,
+        "memory_id": memory_id,
+        "event": event,
+        "source_turn_ids": c.source_turn_ids,
+        "old_content": extra.get("old"),
+        "new_content": extra.get("new", c.content),
+        "related_memory_id": extra.get("related"),
+        "reason": extra.get("reason"),
+    }
+
+
+def _apply(
+    session: Session,
+    c: Candidate,
+    vector: np.ndarray,
+    d: Decision,
+    model: str,
+    state: _BatchState,
+    events: list[dict[str, Any]],
+) -> uuid.UUID:
+    if d.action == "merge" and d.target is not None:
+        return _merge(session, c, vector, d, state, events)
+    memory_id, added = upsert_memory(session, c, vector, model)
+    if not added or d.action == "reinforce":
+        events.append(_event(c, memory_id, "reinforce", reason=d.reason or "exact duplicate"))
+        return memory_id
+    events.append(_event(c, memory_id, "add", reason=d.reason))
+    me = Neighbour(memory_id, c.content, content_hash(c.content), c.kind, 1.0)
+    state.added.append((c, vector, me))
+    if d.action == "supersede" and d.target is not None:
+        old = d.target
+        session.execute(
+            update(Memory)
+            .where(Memory.id == old.id, Memory.superseded_by.is_(None))
+            .values(valid_to=c.event_time, superseded_by=memory_id, updated_at=func.now())
+        )
+        state.retired.add(old.id)
+        events.append(
+            _event(c, old.id, "supersede", old=old.content, related=memory_id, reason=d.reason)
+        )
+    return memory_id
+
+
+def _merge(
+    session: Session,
+    c: Candidate,
+    vector: np.ndarray,
+    d: Decision,
+    state: _BatchState,
+    events: list[dict[str, Any]],
+) -> uuid.UUID:
+    target = d.target
+    assert target is not None
+    kept = d.content or better_written(target.content, c.content)
+    values: dict[str, Any] = {
+        "reinforcement_count": Memory.reinforcement_count + 1,
+        "last_seen_at": func.greatest(Memory.last_seen_at, c.event_time),
+        "importance": func.greatest(Memory.importance, c.importance),
+        "updated_at": func.now(),
+        "source_turn_ids": func.array(
+            text(
+                "SELECT DISTINCT unnest(memories.source_turn_ids || CAST(:src AS text[]))"
+            ).bindparams(src=c.source_turn_ids)
+        ),
+    }
+    if kept != target.content:
+        values |= {"content": kept, "content_hash": content_hash(kept)}
+        if kept == c.content:
+            values["embedding"] = vector
+    session.execute(update(Memory).where(Memory.id == target.id).values(**values))
+    state.rewritten[target.id] = replace(target, content=kept, content_hash=content_hash(kept))
+    events.append(_event(c, target.id, "merge", old=target.content, new=kept, reason=d.reason))
+    return target.id

@@ -1,0 +1,311 @@
+"""Reconcile, consolidate, summaries and dead letters as plain functions against the
+real Postgres and the real local embedder (no worker needed here)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
+from memwell.deadletter import list_dead_letters, record_dead_letter, replay_dead_letters
+from memwell.embeddings import Embedder, build_embedder
+from memwell.embeddings.base import FloatMatrix
+from memwell.pipeline.consolidate import ConsolidationConfig, LocalAnalyzer, consolidate_pending
+from memwell.pipeline.extract import TurnView
+from memwell.pipeline.memories import Candidate
+from memwell.pipeline.persist import persist_turns
+from memwell.pipeline.reconcile import ReconcilePolicy, reconcile_batch
+from memwell.pipeline.summarize import (
+    LocalSummarizer,
+    TurnsNotPersisted,
+    close_session,
+    fold_into_summary,
+)
+from memwell.settings import Settings
+from memwell.turns import IngestPayload, TurnIn
+
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+
+
+class CountingEmbedder:
+    """The real embedder, with a record of the batch sizes it was asked for."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.calls: list[int] = []
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    def embed(self, texts: Sequence[str]) -> FloatMatrix:
+        self.calls.append(len(texts))
+        return self.inner.embed(texts)
+
+
+@pytest.fixture(scope="module")
+def embedder(stack_env: dict[str, str]) -> Embedder:
+    return build_embedder(Settings(embedding_provider="local"))
+
+
+def _candidate(ids: dict[str, str], content: str, turn: str, minutes: int = 0) -> Candidate:
+    return Candidate(
+        tenant=ids["tenant"],
+        user_id=ids["user"],
+        session_id=ids["session"],
+        kind="fact",
+        content=content,
+        importance=0.6,
+        event_time=T0 + timedelta(minutes=minutes),
+        source_turn_ids=[turn],
+    )
+
+
+def _store(db: sessionmaker[Session], embedder: Embedder, cands: list[Candidate]) -> dict[str, int]:
+    with db.begin() as session:
+        vectors = embedder.embed([c.content for c in cands])
+        report = reconcile_batch(
+            session, cands, vectors, embedding_model=embedder.model_name, policy=ReconcilePolicy()
+        )
+    return {"added": report.added, "merged": report.merged, "superseded": report.superseded}
+
+
+def _memories(db: sessionmaker[Session], tenant: str) -> list[Memory]:
+    with db() as session:
+        return list(
+            session.scalars(
+                select(Memory).where(Memory.tenant == tenant).order_by(Memory.created_at)
+            )
+        )
+
+
+def test_paraphrase_merges_and_changed_fact_supersedes_with_history(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    tenant = ids["tenant"]
+    _store(db, embedder, [_candidate(ids, "Ada lives in Berlin.", "t1")])
+    _store(db, embedder, [_candidate(ids, "Ada enjoys hiking in the Alps.", "t2", 1)])
+    merged = _store(
+        db, embedder, [_candidate(ids, "Ada really enjoys hiking in the Alps.", "t3", 2)]
+    )
+    superseded = _store(db, embedder, [_candidate(ids, "Ada moved to Lisbon.", "t4", 3)])
+    assert merged["merged"] == 1 and superseded["superseded"] == 1
+
+    rows = {m.content: m for m in _memories(db, tenant)}
+    hiking = rows["Ada really enjoys hiking in the Alps."]  # the better-written text
+    assert sorted(hiking.source_turn_ids) == ["t2", "t3"]
+    old, new = rows["Ada lives in Berlin."], rows["Ada moved to Lisbon."]
+    assert old.superseded_by == new.id and old.valid_to == T0 + timedelta(minutes=3)
+    assert new.superseded_by is None and new.valid_to is None
+    assert len(rows) == 3
+    with db() as session:
+        history = session.execute(
+            select(MemoryEvent.event, MemoryEvent.old_content, MemoryEvent.new_content)
+            .where(MemoryEvent.tenant == tenant, MemoryEvent.memory_id == old.id)
+            .order_by(MemoryEvent.id)
+        ).all()
+    assert [tuple(h) for h in history] == [
+        ("add", None, "Ada lives in Berlin."),
+        ("supersede", "Ada lives in Berlin.", "Ada moved to Lisbon."),
+    ]
+
+
+def test_different_numbers_never_merge(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    _store(db, embedder, [_candidate(ids, "Ada's gate code is 4411.", "t1")])
+    report = _store(db, embedder, [_candidate(ids, "Ada's gate code is 4412.", "t2", 1)])
+    assert report["added"] == 1 and len(_memories(db, ids["tenant"])) == 2
+
+
+def test_two_workers_reconciling_near_duplicates_make_one_memory(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    texts = ["Ada adores hiking in the Alps.", "Ada really adores hiking in the Alps."]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            cand = _candidate(ids, texts[i], f"t{i}", i)
+            vectors = embedder.embed([cand.content])
+            with db.begin() as session:
+                barrier.wait(timeout=10)  # both transactions open before either reconciles
+                reconcile_batch(
+                    session,
+                    [cand],
+                    vectors,
+                    embedding_model=embedder.model_name,
+                    policy=ReconcilePolicy(),
+                )
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    live = [m for m in _memories(db, ids["tenant"]) if m.superseded_by is None]
+    assert len(live) == 1
+    assert sorted(live[0].source_turn_ids) == ["t0", "t1"]
+
+
+def _persist(db: sessionmaker[Session], ids: dict[str, str], contents: list[str]) -> list[str]:
+    turns = [
+        TurnIn(
+            id=f"{ids['session']}-{i}",
+            user_id=ids["user"],
+            session_id=ids["session"],
+            content=c,
+            created_at=T0 + timedelta(minutes=i),
+            metadata={"speaker": "Ada"},
+        )
+        for i, c in enumerate(contents)
+    ]
+    with db.begin() as session:
+        persist_turns(session, IngestPayload(tenant=ids["tenant"], turns=turns))
+    return [t.id for t in turns]
+
+
+def test_a_lone_turn_is_topped_up_into_one_batch_and_rerun_is_a_noop(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    contents = [f"I visited museum number {i} in Paris with my sister." for i in range(10)]
+    turn_ids = _persist(db, ids, contents)
+    counting = CountingEmbedder(embedder)
+    config = ConsolidationConfig(batch_size=64, linger_s=0.0)
+    with db.begin() as session:
+        report = consolidate_pending(
+            session, counting, tenant=ids["tenant"], turn_ids=turn_ids[:1], config=config
+        )
+    assert report.turns >= 10  # the task named one turn; the batch took the queue behind it
+    assert counting.calls[0] >= 10
+    with db() as session:
+        stored = session.scalars(
+            select(Turn).where(Turn.tenant == ids["tenant"], Turn.id.in_(turn_ids))
+        ).all()
+    assert {t.status for t in stored} == {"processed"}
+    assert all(t.importance is not None and 0 < t.importance <= 1 for t in stored)
+    before = [(m.id, m.content, m.reinforcement_count) for m in _memories(db, ids["tenant"])]
+    assert len(before) == 10 and all(m[1].startswith("Ada visited museum") for m in before)
+    with db.begin() as session:
+        consolidate_pending(
+            session, counting, tenant=ids["tenant"], turn_ids=turn_ids, config=config
+        )
+    # (Other tests' pending turns may be claimed by the top-up; ours are not re-done.)
+    after = [(m.id, m.content, m.reinforcement_count) for m in _memories(db, ids["tenant"])]
+    assert before == after
+
+
+def test_running_summary_folds_once_and_close_leaves_a_summary_memory(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    turn_ids = _persist(
+        db,
+        ids,
+        [
+            "I adopted a puppy named Biscuit last week.",
+            "Haha ok.",
+            "I started a new job at the hospital as a counselor.",
+            "My sister is visiting from Boston next month.",
+        ],
+    )
+    summarizer = LocalSummarizer(budget_tokens=200, threshold=0.35)
+    key = {"tenant": ids["tenant"], "user_id": ids["user"], "session_id": ids["session"]}
+    with db.begin() as session, pytest.raises(TurnsNotPersisted):
+        fold_into_summary(session, summarizer, turn_ids=["not-stored-yet"], **key)
+    with db.begin() as session:
+        first = fold_into_summary(session, summarizer, turn_ids=turn_ids[:2], **key)
+    with db.begin() as session:
+        again = fold_into_summary(session, summarizer, turn_ids=turn_ids[:2], **key)
+    assert first.folded == 2 and again.folded == 0 and again.summary == first.summary
+    assert first.summary is not None and "Ada adopted a puppy named Biscuit" in first.summary
+
+    with db.begin() as session:
+        memory_id = close_session(session, embedder, summarizer, **key)
+    with db.begin() as session:
+        twice = close_session(session, embedder, summarizer, **key)
+    assert memory_id is not None and twice == memory_id
+    with db() as session:
+        memory = session.get(Memory, memory_id)
+        chat = session.get(ChatSession, (ids["tenant"], ids["user"], ids["session"]))
+    assert memory is not None and memory.kind == "summary"
+    assert "counselor" in memory.content and "Biscuit" in memory.content
+    assert (
+        set(memory.source_turn_ids) <= set(turn_ids) and turn_ids[1] not in memory.source_turn_ids
+    )
+    assert chat is not None and chat.status == "closed" and chat.summary == memory.content
+
+
+def test_dead_letters_list_and_replay_once(db: sessionmaker[Session], ids: dict[str, str]) -> None:
+    with db.begin() as session:
+        letter_id = record_dead_letter(
+            session,
+            task_name="memwell.consolidate_turns",
+            payload={"tenant": ids["tenant"], "turn_ids": ["x"]},
+            error="boom",
+            tenant=ids["tenant"],
+        )
+    sent: list[tuple[str, dict[str, object]]] = []
+    with db.begin() as session:
+        assert letter_id in [d.id for d in list_dead_letters(session, limit=1000)]
+        replayed = replay_dead_letters(session, lambda n, k: sent.append((n, k)), ids=[letter_id])
+    with db.begin() as session:
+        replayed_again = replay_dead_letters(
+            session, lambda n, k: sent.append((n, k)), ids=[letter_id]
+        )
+        letter = session.get(DeadLetter, letter_id)
+        open_ids = [d.id for d in list_dead_letters(session, limit=1000)]
+    assert replayed == [letter_id] and replayed_again == []
+    assert sent == [("memwell.consolidate_turns", {"tenant": ids["tenant"], "turn_ids": ["x"]})]
+    assert letter is not None and letter.replayed_at is not None and letter_id not in open_ids
+
+
+class _PoisonAnalyzer(LocalAnalyzer):
+    """Local mode, except that it chokes on one turn: a stand-in for a poison input."""
+
+    def importance(self, turn: TurnView) -> float:
+        if "POISON" in turn.content:
+            raise ValueError("cannot score this")
+        return super().importance(turn)
+
+
+def test_a_poison_turn_fails_alone_and_the_batch_goes_on(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    turn_ids = _persist(db, ids, ["POISON here", "I adopted a puppy named Biscuit."])
+    with db.begin() as session:
+        report = consolidate_pending(
+            session,
+            embedder,
+            tenant=ids["tenant"],
+            turn_ids=turn_ids,
+            config=ConsolidationConfig(linger_s=0.0),
+            analyzer=_PoisonAnalyzer(threshold=0.35),
+        )
+    with db() as session:
+        rows = {
+            t.id: t
+            for t in session.scalars(
+                select(Turn).where(Turn.tenant == ids["tenant"], Turn.id.in_(turn_ids))
+            )
+        }
+    assert rows[turn_ids[0]].status == "failed" and "cannot score" in (
+        rows[turn_ids[0]].error or ""
+    )
+    assert rows[turn_ids[1]].status == "processed"
+    assert report.memories_added >= 1
+    assert [m.content for m in _memories(db, ids["tenant"])] == [
+        "Ada adopted a puppy named Biscuit."
+    ]
