@@ -44,6 +44,7 @@ def build_state(settings: Settings) -> AppState:
         embedder=CachedQueryEmbedder(build_embedder(settings), capacity=settings.query_cache_size),
         model=build_chat_model(settings),
         send=partial(send_payload, broker_url=redis_url),
+        access=client,
     )
     return AppState(
         settings=settings, engine=engine, redis=client, chat=deps, chat_broker_url=redis_url

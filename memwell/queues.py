@@ -17,10 +17,15 @@ class TaskName(StrEnum):
     INGEST_TURNS = "memwell.ingest_turns"
     CONSOLIDATE_TURNS = "memwell.consolidate_turns"
     SWEEP_PENDING = "memwell.sweep_pending"
+    # --- retrieval (issue 4) ---
+    FLUSH_ACCESS = "memwell.flush_access"
+    MAINTAIN_ANN = "memwell.maintain_ann_indexes"
 
 
 TASK_QUEUES: dict[TaskName, Queue] = {
     TaskName.INGEST_TURNS: Queue.INGEST,
     TaskName.CONSOLIDATE_TURNS: Queue.EMBED,
     TaskName.SWEEP_PENDING: Queue.MAINTENANCE,
+    TaskName.FLUSH_ACCESS: Queue.MAINTENANCE,
+    TaskName.MAINTAIN_ANN: Queue.MAINTENANCE,
 }
