@@ -230,9 +230,20 @@ def _hit(row: Any) -> MemoryHit:
     )
 
 
+# HNSW returns at most ef_search rows per scan: the ANN path must ask for ann_k of them.
+# SET LOCAL scopes it to this transaction; only the rare ANN user pays the round trip.
+_EF_SEARCH = text("SELECT set_config('hnsw.ef_search', :ef, true)")
+
+
+def _ef(params: SearchParams) -> dict[str, str]:
+    return {"ef": str(max(params.ann_k, 40))}
+
+
 async def search(session: AsyncSession, params: SearchParams) -> list[MemoryHit]:
     """Top-k memories for the query, best first (async; the chat and REST paths)."""
     sql, binds = _bind(params)
+    if params.ann_dims is not None:
+        await session.execute(_EF_SEARCH, _ef(params))
     result = await session.execute(text(sql), binds)
     return [_hit(r) for r in result]
 
@@ -240,4 +251,6 @@ async def search(session: AsyncSession, params: SearchParams) -> list[MemoryHit]
 def search_sync(session: Session, params: SearchParams) -> list[MemoryHit]:
     """Same statement for workers, the CLI and benchmarks."""
     sql, binds = _bind(params)
+    if params.ann_dims is not None:
+        session.execute(_EF_SEARCH, _ef(params))
     return [_hit(r) for r in session.execute(text(sql), binds)]
