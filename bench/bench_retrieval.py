@@ -37,7 +37,10 @@ from memwell.retrieval import SearchFilters, SearchParams, search_sync
 TENANT = "bench"
 MODEL = "random-384"
 SMALL, BIG = "user-small", "user-big"
-WORDS = ["tea", "coffee", "lisbon", "berlin", "piano", "guitar", "sister", "brother", "dog", "cat", "marathon", "yoga", "paris", "tokyo", "pottery", "chess", "novel", "garden", "startup", "hiking"]  # fmt: skip
+WORDS = (
+    "tea coffee lisbon berlin piano guitar sister brother dog cat marathon yoga "
+    "paris tokyo pottery chess novel garden startup hiking"
+).split()
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 COPY_SQL = (
     "COPY memories (tenant, user_id, kind, content, content_hash, embedding, "
@@ -130,6 +133,12 @@ def timed(
     return percentile(ms, 50), percentile(ms, 95)
 
 
+def row(
+    name: str, n: int, fn: Callable[[np.ndarray], object], queries: np.ndarray
+) -> tuple[str, str, float, float]:
+    return (name, f"{n:,}", *timed(name, fn, queries))
+
+
 def full_search(session: Session, user: str, ann_dims: int | None = None) -> Callable[..., object]:
     def run(q: np.ndarray) -> list[object]:
         params = SearchParams(
@@ -191,19 +200,19 @@ def main() -> int:
                     conn.execute("CLUSTER memories USING ix_memories_user")
                     conn.execute("ANALYZE memories")
                 for user, n in ((SMALL, 1000), (BIG, big)):
-                    out.append((f"memwell search, exact, {layout}", f"{n:,}",
-                                *timed(f"search {user} {layout}", full_search(session, user), queries)))  # fmt: skip
-                    out.append((f"bare exact cosine top-10, {layout}", f"{n:,}",
-                                *timed(f"bare {user} {layout}", bare_exact(conn, user), queries)))  # fmt: skip
+                    search, bare = full_search(session, user), bare_exact(conn, user)
+                    out.append(row(f"memwell search, exact, {layout}", n, search, queries))
+                    out.append(row(f"bare exact cosine top-10, {layout}", n, bare, queries))
             session.rollback()  # CREATE INDEX CONCURRENTLY waits for open transactions
             t0 = time.perf_counter()
             changes = maintain_ann_indexes(engine, threshold=min(50_000, big))
             ann_build = time.perf_counter() - t0
-            out.append(("memwell search, per-user HNSW", f"{big:,}",
-                        *timed("search big ann", full_search(session, BIG, a.dims), queries)))  # fmt: skip
+            ann_search = full_search(session, BIG, a.dims)
+            out.append(row("memwell search, per-user HNSW", big, ann_search, queries))
             exact = full_search(session, BIG)
             ann = full_search(session, BIG, a.dims)
-            recall = float(np.mean([len(set(exact(q)) & set(ann(q))) / 10 for q in queries[:30]]))  # type: ignore[arg-type]
+            overlaps = [len(set(exact(q)) & set(ann(q))) / 10 for q in queries[:30]]  # type: ignore[call-overload]
+            recall = float(np.mean(overlaps))
             hnsw_build = hnsw_rate = 0.0
             session.rollback()
             if not a.no_global_hnsw:
@@ -217,8 +226,8 @@ def main() -> int:
                 conn.execute("SET hnsw.iterative_scan = relaxed_order")
                 for user, n in ((SMALL, 1000), (BIG, big)):
                     plan = plan_of(conn, user, cast, queries[0])
-                    out.append((f"global HNSW filtered by user ({plan})", f"{n:,}",
-                                *timed(f"global hnsw {user}", bare_exact(conn, user, cast), queries)))  # fmt: skip
+                    hnsw = bare_exact(conn, user, cast)
+                    out.append(row(f"global HNSW filtered by user ({plan})", n, hnsw, queries))
                 hnsw_rate = insert_rate(url, a.dims, a.inserts // 4, rng, "hnsw")
         engine.dispose()
     print(f"\nretrieval latency, {a.rows:,} rows, {a.users} users, {a.dims} dims, "

@@ -68,9 +68,10 @@ _Q = """
              END AS tsq
     )"""
 
+# Only narrow numeric columns travel through the ranking; the text and provenance are
+# joined back for the top k alone (wide rows made the window functions 10x slower).
 _PARTS = """
-      SELECT m.id, m.kind, m.content, m.importance, m.created_at, m.session_id,
-             m.agent_id, m.source_turn_ids, m.metadata,
+      SELECT m.id, m.importance,
              1 - (m.embedding <=> q.v) AS similarity,
              CASE WHEN q.tsq IS NOT NULL AND m.fts @@ q.tsq
                   THEN ts_rank(m.fts, q.tsq, 1) ELSE 0 END AS text_raw,
@@ -96,11 +97,14 @@ _ANN_IDS = """
          ORDER BY ts_rank(t.fts, q.tsq, 1) DESC
          LIMIT :ann_k))"""
 
+# Rank positions cost two sorts: only reciprocal-rank fusion needs them.
+_POSITIONS = """
+             row_number() OVER (ORDER BY c.similarity DESC) AS vec_pos,
+             row_number() OVER (ORDER BY c.text_raw DESC) AS text_pos,"""
+
 _RANKED = """
     r AS (
-      SELECT c.*,
-             row_number() OVER (ORDER BY c.similarity DESC) AS vec_pos,
-             row_number() OVER (ORDER BY c.text_raw DESC) AS text_pos,
+      SELECT c.*,{positions}
              coalesce(c.text_raw / nullif(max(c.text_raw) OVER (), 0), 0) AS text_rank
       FROM c
       WHERE c.similarity >= :floor OR c.text_raw > 0
@@ -137,20 +141,26 @@ def build_statement(shape: StatementShape) -> str:
     if shape.ann_dims is not None:
         where += _ANN_IDS.format(dims=int(shape.ann_dims))
     relevance = _RELEVANCE[shape.fusion]
+    ranked = _RANKED.format(positions=_POSITIONS if shape.fusion == "rrf" else "")
+    # c is MATERIALIZED so the planner cannot pull it up and compute the cosine twice
+    # (once for the floor, once for the output).
     return f"""
     WITH {_Q},
-    c AS ({_PARTS}
+    c AS MATERIALIZED ({_PARTS}
       WHERE {where}
-    ),{_RANKED},
-    f AS (
-      SELECT r.*, {relevance} AS relevance FROM r
+    ),{ranked},
+    top AS (
+      SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency,
+             {relevance} AS relevance,
+             :w_rel * ({relevance}) + :w_imp * r.importance + :w_rec * r.recency AS score
+      FROM r
+      ORDER BY score DESC, r.id
+      LIMIT :k
     )
-    SELECT f.id, f.kind, f.content, f.importance, f.created_at, f.session_id, f.agent_id,
-           f.source_turn_ids, f.metadata, f.similarity, f.text_rank, f.recency, f.relevance,
-           :w_rel * f.relevance + :w_imp * f.importance + :w_rec * f.recency AS score
-    FROM f
-    ORDER BY score DESC, f.id
-    LIMIT :k
+    SELECT top.*, m.kind, m.content, m.created_at, m.session_id, m.agent_id,
+           m.source_turn_ids, m.metadata
+    FROM top JOIN memories m ON m.id = top.id
+    ORDER BY top.score DESC, top.id
     """
 
 
