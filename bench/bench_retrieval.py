@@ -38,9 +38,27 @@ TENANT = "bench"
 MODEL = "random-384"
 SMALL, BIG = "user-small", "user-big"
 WORDS = (
-    "tea coffee lisbon berlin piano guitar sister brother dog cat marathon yoga "
-    "paris tokyo pottery chess novel garden startup hiking"
-).split()
+    "tea",
+    "coffee",
+    "lisbon",
+    "berlin",
+    "piano",
+    "guitar",
+    "sister",
+    "brother",
+    "dog",
+    "cat",
+    "marathon",
+    "yoga",
+    "paris",
+    "tokyo",
+    "pottery",
+    "chess",
+    "novel",
+    "garden",
+    "startup",
+    "hiking",
+)
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 COPY_SQL = (
     "COPY memories (tenant, user_id, kind, content, content_hash, embedding, "
