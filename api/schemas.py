@@ -113,6 +113,7 @@ class ScoringIn(BaseModel):
     half_life_h: float | None = Field(default=None, gt=0)
     half_life_access_h: float | None = Field(default=None, gt=0)
     fusion: Literal["rrf", "score", "vector"] | None = None
+    text_weight: float | None = Field(default=None, ge=0, le=1)
 
     def to_domain(self) -> Overrides:
         return Overrides(**self.model_dump())

@@ -40,6 +40,9 @@ CONFIGS: dict[str, Overrides] = {
     "score": Overrides(fusion="score"),
     "score-norec": Overrides(fusion="score", w_recency=0.0),
     "score-relonly": Overrides(fusion="score", w_recency=0.0, w_importance=0.0),
+    "rrf-norec": Overrides(fusion="rrf", w_recency=0.0),
+    "score-norec-tw50": Overrides(fusion="score", w_recency=0.0, text_weight=0.5),
+    "score-norec-tw70": Overrides(fusion="score", w_recency=0.0, text_weight=0.7),
 }
 
 

@@ -100,6 +100,7 @@ class Overrides:
     half_life_h: float | None = None
     half_life_access_h: float | None = None
     fusion: Fusion | None = None
+    text_weight: float | None = None
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def params_from_settings(
             HALF_LIFE_MAX_H,
         ),
         fusion=o.fusion or settings.retrieval_fusion,
-        text_weight=settings.text_weight,
+        text_weight=_clamp(o.text_weight, settings.text_weight, 0.0, 1.0),
         rrf_k=settings.rrf_k,
         filters=filters or SearchFilters(),
         as_of=as_of,
