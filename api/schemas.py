@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memwell.retrieval import MemoryHit
+from memwell.retrieval import MemoryHit, Overrides, SearchFilters
 from memwell.turns import Identifier, TurnIn
 
 
@@ -72,3 +72,143 @@ class TurnStatus(BaseModel):
     user_id: str | None = None
     session_id: str | None = None
     processed_at: datetime | None = None
+
+
+# --- retrieval: search, context, one memory (issue 4) -------------------------------
+
+
+class SearchFiltersIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kinds: list[Literal["fact", "preference", "event", "summary", "episode"]] | None = None
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="JSONB containment: rows whose metadata contains this."
+    )
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    agent_id: Identifier | None = None
+    session_id: Identifier | None = None
+    exclude_ids: list[uuid.UUID] | None = Field(default=None, max_length=1000)
+
+    def to_domain(self) -> SearchFilters:
+        return SearchFilters(
+            kinds=tuple(self.kinds) if self.kinds else None,
+            metadata=self.metadata or None,
+            created_after=self.created_after,
+            created_before=self.created_before,
+            agent_id=self.agent_id,
+            session_id=self.session_id,
+            exclude_ids=tuple(self.exclude_ids) if self.exclude_ids else None,
+        )
+
+
+class ScoringIn(BaseModel):
+    """Per-request tuning; values outside the bounds are clamped, not rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    w_relevance: float | None = Field(default=None, ge=0)
+    w_importance: float | None = Field(default=None, ge=0)
+    w_recency: float | None = Field(default=None, ge=0)
+    half_life_h: float | None = Field(default=None, gt=0)
+    half_life_access_h: float | None = Field(default=None, gt=0)
+    fusion: Literal["rrf", "score", "vector"] | None = None
+    text_weight: float | None = Field(default=None, ge=0, le=1)
+
+    def to_domain(self) -> Overrides:
+        return Overrides(**self.model_dump())
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Identifier
+    query: str = Field(min_length=1, max_length=8_000)
+    k: int | None = Field(default=None, ge=1, le=100)
+    filters: SearchFiltersIn = Field(default_factory=SearchFiltersIn)
+    as_of: datetime | None = Field(
+        default=None, description="Answer as the store stood at this instant."
+    )
+    scoring: ScoringIn = Field(default_factory=ScoringIn)
+
+    @field_validator("query")
+    @classmethod
+    def _query_is_text(cls, value: str) -> str:
+        if "\x00" in value or not value.strip():
+            raise ValueError("query must be non-blank text without NUL bytes")
+        return value
+
+
+class SearchHit(MemoryHitPublic):
+    """A hit with its score parts: score = w_rel*relevance + w_imp*importance +
+    w_rec*recency; relevance fuses similarity (cosine) and text_rank."""
+
+    similarity: float
+    text_rank: float
+    agent_id: str | None
+    metadata: dict[str, Any]
+
+
+class SearchResponse(BaseModel):
+    hits: list[SearchHit]
+
+
+class ContextRequest(SearchRequest):
+    session_id: Identifier
+    token_budget: int | None = Field(default=None, ge=100, le=200_000)
+    system_prompt: str | None = Field(default=None, max_length=16_000)
+
+
+class RecentTurn(BaseModel):
+    turn_id: str
+    role: str
+    content: str
+    created_at: str
+    tokens: int
+
+
+class ContextResponse(BaseModel):
+    messages: list[dict[str, str]]
+    data_block: str
+    memories: list[SearchHit]
+    summary: str | None
+    recent: list[RecentTurn]
+    tokens: int
+    token_budget: int
+
+
+class MemoryPublic(BaseModel):
+    id: uuid.UUID
+    user_id: str
+    agent_id: str | None
+    session_id: str | None
+    kind: str
+    content: str
+    importance: float
+    created_at: datetime
+    updated_at: datetime
+    last_accessed_at: datetime | None
+    access_count: int
+    valid_from: datetime | None
+    valid_to: datetime | None
+    superseded_by: uuid.UUID | None
+    deleted_at: datetime | None
+    embedding_model: str | None
+    source_turn_ids: list[str]
+    metadata: dict[str, Any]
+
+
+class MemoryEventPublic(BaseModel):
+    id: int
+    event: str
+    old_content: str | None
+    new_content: str | None
+    related_memory_id: uuid.UUID | None
+    source_turn_ids: list[str]
+    reason: str | None
+    created_at: datetime
+
+
+class MemoryHistory(BaseModel):
+    memory_id: uuid.UUID
+    events: list[MemoryEventPublic]

@@ -67,6 +67,7 @@ def build_state(settings: Settings) -> AppState:
         model=build_chat_model(settings),
         send=partial(send_payload, broker_url=redis_url),
         summarize=partial(_summarize, redis_url),
+        access=client,
     )
     return AppState(
         settings=settings, engine=engine, redis=client, chat=deps, chat_broker_url=redis_url

@@ -12,13 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import redis.asyncio as aioredis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memwell.access import record_access_in_background
+from memwell.ann import AnnRegistry
 from memwell.buffer import BufferSnapshot, SessionBuffer
 from memwell.context import assemble_context
 from memwell.embeddings import CachedQueryEmbedder
 from memwell.llm import ChatModel, ModelRequest
-from memwell.retrieval import MemoryHit, SearchParams, search
+from memwell.retrieval import MemoryHit, Overrides, SearchFilters, params_from_settings, search
 from memwell.settings import Settings
 from memwell.turns import IngestPayload, TurnIn, new_turn_id
 
@@ -35,6 +38,9 @@ class ChatDeps:
     send: Callable[[IngestPayload], None]
     #: (tenant, user_id, session_id, evicted turn ids): feeds the running summary
     summarize: Callable[[str, str, str, list[str]], None] | None = None
+    ann: AnnRegistry = field(default_factory=AnnRegistry)
+    # None: hits are not marked accessed (benchmarks, replays).
+    access: aioredis.Redis | None = None
 
 
 @dataclass
@@ -57,30 +63,47 @@ class _Stopwatch:
 
 
 async def retrieve(
-    deps: ChatDeps, *, tenant: str, user_id: str, query: str, watch: _Stopwatch | None = None
+    deps: ChatDeps,
+    *,
+    tenant: str,
+    user_id: str,
+    query: str,
+    k: int | None = None,
+    filters: SearchFilters | None = None,
+    as_of: datetime | None = None,
+    overrides: Overrides | None = None,
+    watch: _Stopwatch | None = None,
 ) -> list[MemoryHit]:
-    """Embed the query (off the event loop: it is CPU work) and run the one SQL search."""
+    """Embed the query (off the event loop: it is CPU work) and run the one SQL search.
+
+    The only retrieval path: chat, search and context all come through here. Hits are
+    marked accessed in the background; the caller never waits for that write.
+    """
     start = time.perf_counter()
     vector = await asyncio.to_thread(deps.embedder.embed_query, query)
     if watch:
         start = watch.lap("embed", start)
-    s = deps.settings
-    params = SearchParams(
-        tenant=tenant,
-        user_id=user_id,
-        query_vector=vector,
-        embedding_model=deps.embedder.model_name,
-        k=s.retrieval_top_k,
-        similarity_floor=s.similarity_floor,
-        w_relevance=s.weight_relevance,
-        w_importance=s.weight_importance,
-        w_recency=s.weight_recency,
-        half_life_h=s.recency_half_life_h,
-    )
+    model = deps.embedder.model_name
     async with deps.sessions() as session:
+        ann_dims = await deps.ann.dims_for(session, tenant, user_id, model)
+        params = params_from_settings(
+            deps.settings,
+            tenant=tenant,
+            user_id=user_id,
+            query_vector=vector,
+            embedding_model=model,
+            query_text=query,
+            k=k,
+            filters=filters,
+            as_of=as_of,
+            overrides=overrides,
+            ann_dims=ann_dims,
+        )
         hits = await search(session, params)
     if watch:
         watch.lap("retrieve", start)
+    if deps.access is not None and as_of is None:
+        record_access_in_background(deps.access, tenant=tenant, ids=[h.id for h in hits])
     return hits
 
 

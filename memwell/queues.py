@@ -18,6 +18,9 @@ class TaskName(StrEnum):
     CONSOLIDATE_TURNS = "memwell.consolidate_turns"
     SWEEP_PENDING = "memwell.sweep_pending"
     SUMMARIZE_SESSION = "memwell.summarize_session"
+    # --- retrieval (issue 4) ---
+    FLUSH_ACCESS = "memwell.flush_access"
+    MAINTAIN_ANN = "memwell.maintain_ann_indexes"
 
 
 TASK_QUEUES: dict[TaskName, Queue] = {
@@ -25,6 +28,8 @@ TASK_QUEUES: dict[TaskName, Queue] = {
     TaskName.CONSOLIDATE_TURNS: Queue.EMBED,
     TaskName.SWEEP_PENDING: Queue.MAINTENANCE,
     TaskName.SUMMARIZE_SESSION: Queue.INGEST,
+    TaskName.FLUSH_ACCESS: Queue.MAINTENANCE,
+    TaskName.MAINTAIN_ANN: Queue.MAINTENANCE,
 }
 
 

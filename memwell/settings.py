@@ -127,6 +127,42 @@ class Settings(BaseSettings):
         default=24 * 14, gt=0, validation_alias="MEMWELL_HALF_LIFE_H"
     )
 
+    # --- retrieval: hybrid fusion, recency, ANN, access tracking (issue 4) ---------------
+    retrieval_fusion: Literal["rrf", "score", "vector"] = Field(
+        default="score",
+        validation_alias="MEMWELL_FUSION",
+        description="How full-text rank joins cosine similarity: normalised scores "
+        "(measured best on LoCoMo, see README), reciprocal rank, or vector only.",
+    )
+    text_weight: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        validation_alias="MEMWELL_TEXT_WEIGHT",
+        description="Share of full-text rank in the fused relevance.",
+    )
+    rrf_k: int = Field(default=60, ge=1, le=1000, validation_alias="MEMWELL_RRF_K")
+    access_half_life_h: float = Field(
+        default=24 * 7,
+        gt=0,
+        validation_alias="MEMWELL_ACCESS_HALF_LIFE_H",
+        description="Recency half-life since the last access (creation has its own).",
+    )
+    ann_threshold_rows: int = Field(
+        default=50_000,
+        ge=1000,
+        validation_alias="MEMWELL_ANN_THRESHOLD",
+        description="A user with this many live memories of one model gets a per-user "
+        "HNSW index; it is dropped below half of it. See README (retrieval).",
+    )
+    ann_candidates: int = Field(default=200, ge=10, le=5000, validation_alias="MEMWELL_ANN_K")
+    access_flush_batch: int = Field(
+        default=5000, ge=1, validation_alias="MEMWELL_ACCESS_FLUSH_BATCH"
+    )
+    access_flush_every_s: float = Field(
+        default=10.0, gt=0, validation_alias="MEMWELL_ACCESS_FLUSH_EVERY_S"
+    )
+
     # --- celery -------------------------------------------------------------------------
     visibility_timeout_s: int = Field(
         default=3600,

@@ -14,7 +14,15 @@ from memwell.db.models import Base
 from memwell.embedded import libpq_url
 from tests.services import PostgresService
 
-TABLES = {"turns", "memories", "memory_events", "sessions", "dead_letters", "llm_usage"}
+TABLES = {
+    "turns",
+    "memories",
+    "memory_events",
+    "sessions",
+    "dead_letters",
+    "llm_usage",
+    "memory_ann_indexes",
+}
 
 
 def _tables(url: str) -> set[str]:

@@ -55,7 +55,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_soft_time_limit=240,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
-        beat_schedule=beat_schedule(),
+        beat_schedule=beat_schedule(settings.access_flush_every_s),
         timezone="UTC",
     )
     return app

@@ -7,11 +7,15 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+import redis
 import redis.exceptions
 import sqlalchemy.exc
 from celery import Task
 from pydantic import ValidationError
 
+from memwell import stack
+from memwell.access import flush_access
+from memwell.ann import maintain_ann_indexes
 from memwell.deadletter import record_dead_letter
 from memwell.llm.ratelimit import RateLimited
 from memwell.pipeline.consolidate import consolidate_pending
@@ -42,6 +46,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 
 SWEEP_AFTER = timedelta(minutes=5)
 SWEEP_BATCH = 1000
+ACCESS_FLUSH_ROUNDS = 20  # bounded: at most this many batches per beat tick
 
 
 class MemwellTask(Task[Any, Any]):
@@ -187,3 +192,48 @@ def sweep_pending(self: MemwellTask) -> dict[str, int]:
                 queue=_consolidate_queue(),
             )
     return {"redispatched": sum(len(ids) for ids in stale.values())}
+
+
+# --- retrieval (issue 4) ---------------------------------------------------------------
+
+
+@app.task(
+    base=MemwellTask,
+    bind=True,
+    name=TaskName.FLUSH_ACCESS.value,
+    soft_time_limit=50,
+    time_limit=60,
+)
+def flush_access_task(self: MemwellTask) -> dict[str, int]:
+    """Drain recorded search hits into access_count / last_accessed_at, in batches."""
+    runtime = get_runtime()
+    client = redis.Redis.from_url(stack.redis_url(runtime.settings))
+    consumed = 0
+    try:
+        for _ in range(ACCESS_FLUSH_ROUNDS):
+            with runtime.sessions.begin() as session:
+                n = flush_access(session, client, batch=runtime.settings.access_flush_batch)
+            consumed += n
+            if n < runtime.settings.access_flush_batch:
+                break
+    finally:
+        client.close()
+    return {"consumed": consumed}
+
+
+@app.task(
+    base=MemwellTask,
+    bind=True,
+    name=TaskName.MAINTAIN_ANN.value,
+    soft_time_limit=3000,
+    time_limit=3300,
+)
+def maintain_ann_task(self: MemwellTask) -> dict[str, int]:
+    """Create or drop per-user ANN indexes around the size threshold."""
+    runtime = get_runtime()
+    engine = runtime.sessions.kw["bind"]
+    changes = maintain_ann_indexes(engine, threshold=runtime.settings.ann_threshold_rows)
+    return {
+        "created": sum(c.action == "created" for c in changes),
+        "dropped": sum(c.action == "dropped" for c in changes),
+    }

@@ -182,6 +182,24 @@ class MemoryEvent(Base):
     )
 
 
+class MemoryAnnIndex(Base):
+    """A per-user HNSW index that exists, so retrieval knows to take candidates from it.
+
+    Made and dropped by the ANN maintenance job (memwell/ann.py); the index itself is a
+    partial expression index whose predicate names this tenant, user and model.
+    """
+
+    __tablename__ = "memory_ann_indexes"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    embedding_model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    index_name: Mapped[str] = mapped_column(String(63), unique=True)
+    dims: Mapped[int] = mapped_column(Integer)
+    rows_at_build: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+
 class ChatSession(Base):
     """A conversation: its running summary, counters and last activity."""
 

@@ -1,0 +1,90 @@
+"""Search, context and one memory by id: thin wrappers over memwell's service functions."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict
+
+from fastapi import APIRouter
+
+from api.deps import StateDep, TenantDep
+from api.schemas import (
+    ContextRequest,
+    ContextResponse,
+    MemoryEventPublic,
+    MemoryHistory,
+    MemoryPublic,
+    RecentTurn,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+)
+from memwell.chat import retrieve
+from memwell.context_service import build_context
+from memwell.memory_service import delete_memory, get_memory, memory_history
+
+router = APIRouter(prefix="/v1", tags=["memories"])
+
+
+@router.post("/memories/search")
+async def post_search(body: SearchRequest, state: StateDep, tenant: TenantDep) -> SearchResponse:
+    hits = await retrieve(
+        state.chat,
+        tenant=tenant,
+        user_id=body.user_id,
+        query=body.query,
+        k=body.k,
+        filters=body.filters.to_domain(),
+        as_of=body.as_of,
+        overrides=body.scoring.to_domain(),
+    )
+    return SearchResponse(hits=[SearchHit.model_validate(h, from_attributes=True) for h in hits])
+
+
+@router.post("/context")
+async def post_context(body: ContextRequest, state: StateDep, tenant: TenantDep) -> ContextResponse:
+    result = await build_context(
+        state.chat,
+        tenant=tenant,
+        user_id=body.user_id,
+        session_id=body.session_id,
+        query=body.query,
+        budget=body.token_budget,
+        k=body.k,
+        filters=body.filters.to_domain(),
+        as_of=body.as_of,
+        overrides=body.scoring.to_domain(),
+        system_prompt=body.system_prompt,
+    )
+    return ContextResponse(
+        messages=result.messages,
+        data_block=result.data_block,
+        memories=[SearchHit.model_validate(h, from_attributes=True) for h in result.memories],
+        summary=result.summary,
+        recent=[RecentTurn(**asdict(t)) for t in result.recent],
+        tokens=result.tokens,
+        token_budget=result.budget,
+    )
+
+
+@router.get("/memories/{memory_id}")
+async def get_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryPublic:
+    async with state.chat.sessions() as session:
+        record = await get_memory(session, tenant=tenant, memory_id=memory_id)
+    return MemoryPublic(**asdict(record))
+
+
+@router.delete("/memories/{memory_id}")
+async def delete_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryPublic:
+    async with state.chat.sessions() as session, session.begin():
+        record = await delete_memory(session, tenant=tenant, memory_id=memory_id)
+    return MemoryPublic(**asdict(record))
+
+
+@router.get("/memories/{memory_id}/history")
+async def get_history(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryHistory:
+    async with state.chat.sessions() as session:
+        events = await memory_history(session, tenant=tenant, memory_id=memory_id)
+    return MemoryHistory(
+        memory_id=memory_id, events=[MemoryEventPublic(**asdict(e)) for e in events]
+    )

@@ -1,0 +1,271 @@
+"""Retrieval latency and insert cost at scale, on a throwaway embedded Postgres.
+
+    python -m bench.bench_retrieval [--rows 1000000] [--users 1000] [--dims 384]
+                                    [--big 100000] [--queries 100] [--no-global-hnsw]
+
+Loads `--rows` random unit vectors with COPY (rows arrive interleaved across users, as
+they would in production), one user with 1,000 memories and one with `--big`, the
+rest spread over the other users. Then, in the same run, for both users:
+- the full memwell search (hybrid fused, every score part, filters), exact path;
+- a bare exact per-user cosine top-10;
+- both again after CLUSTER by (tenant, user_id) (physical layout by user);
+- the big user's search through its per-user HNSW index (made by the ANN job),
+  with its recall@10 against the exact search;
+- a global HNSW index filtered by user;
+and the insert rate with and without the global HNSW index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from sqlalchemy.orm import Session
+
+from bench.stack import percentile, postgres_only
+from memwell.ann import maintain_ann_indexes
+from memwell.db.engine import make_engine, make_sessionmaker
+from memwell.embedded import libpq_url
+from memwell.retrieval import SearchFilters, SearchParams, search_sync
+
+TENANT = "bench"
+MODEL = "random-384"
+SMALL, BIG = "user-small", "user-big"
+WORDS = (
+    "tea",
+    "coffee",
+    "lisbon",
+    "berlin",
+    "piano",
+    "guitar",
+    "sister",
+    "brother",
+    "dog",
+    "cat",
+    "marathon",
+    "yoga",
+    "paris",
+    "tokyo",
+    "pottery",
+    "chess",
+    "novel",
+    "garden",
+    "startup",
+    "hiking",
+)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+COPY_SQL = (
+    "COPY memories (tenant, user_id, kind, content, content_hash, embedding, "
+    "embedding_model, importance, created_at) FROM STDIN WITH (FORMAT BINARY)"
+)
+COPY_TYPES = ["varchar", "varchar", "varchar", "text", "varchar", "vector", "varchar",
+              "float8", "timestamptz"]  # fmt: skip
+
+
+def _progress(label: str, done: int, total: int) -> None:
+    print(f"\r  {label}: {done:,}/{total:,}", end="", file=sys.stderr, flush=True)
+
+
+def owners(rows: int, users: int, big: int, rng: np.random.Generator) -> np.ndarray:
+    """User index per row, shuffled: 0 = big user, 1 = small (1,000), others the rest."""
+    small = min(1000, rows // 10)
+    rest = rows - big - small
+    others = np.arange(rest) % max(users - 2, 1) + 2
+    idx = np.concatenate([np.zeros(big, int), np.ones(small, int), others])
+    rng.shuffle(idx)
+    return idx
+
+
+def _user(i: int) -> str:
+    return BIG if i == 0 else SMALL if i == 1 else f"user-{i:05d}"
+
+
+def _unit(rng: np.random.Generator, n: int, dims: int) -> np.ndarray:
+    v = rng.standard_normal((n, dims), dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _rows(start: int, users: np.ndarray, vectors: np.ndarray) -> Iterator[tuple[object, ...]]:
+    for j, (u, vec) in enumerate(zip(users, vectors, strict=True)):
+        i = start + j
+        text = f"note {i} about {WORDS[i % len(WORDS)]} and {WORDS[(i * 7) % len(WORDS)]}"
+        yield (TENANT, _user(int(u)), "fact", text, f"{i:064x}", vec, MODEL,
+               0.5, T0 + timedelta(seconds=i))  # fmt: skip
+
+
+def load(url: str, owner: np.ndarray, dims: int, rng: np.random.Generator) -> float:
+    """COPY every row in chunks; returns rows/s."""
+    chunk = 20_000
+    started = time.perf_counter()
+    with psycopg.connect(libpq_url(url)) as conn:
+        register_vector(conn)
+        for start in range(0, len(owner), chunk):
+            part = owner[start : start + chunk]
+            with conn.cursor() as cur, cur.copy(COPY_SQL) as copy:
+                copy.set_types(COPY_TYPES)
+                for row in _rows(start, part, _unit(rng, len(part), dims)):
+                    copy.write_row(row)
+            conn.commit()
+            _progress("COPY", start + len(part), len(owner))
+        print(file=sys.stderr)
+    rate = len(owner) / (time.perf_counter() - started)
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE memories")
+    return rate
+
+
+def insert_rate(url: str, dims: int, n: int, rng: np.random.Generator, tag: str) -> float:
+    """Single-row INSERTs, committed every 50 rows, as the consolidation step writes."""
+    started = time.perf_counter()
+    with psycopg.connect(libpq_url(url)) as conn:
+        register_vector(conn)
+        for i, vec in enumerate(_unit(rng, n, dims)):
+            conn.execute(
+                "INSERT INTO memories (tenant, user_id, kind, content, content_hash, embedding,"
+                " embedding_model, importance, created_at) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (TENANT, f"user-{i % 900 + 2:05d}", "fact", f"inserted {tag} {i}",
+                 f"{tag}-{i}", vec, MODEL, 0.5, T0),
+            )  # fmt: skip
+            if i % 50 == 49:
+                conn.commit()
+        conn.commit()
+    return n / (time.perf_counter() - started)
+
+
+def timed(
+    label: str, fn: Callable[[np.ndarray], object], queries: np.ndarray
+) -> tuple[float, float]:
+    print(f"  timing {label}", file=sys.stderr, flush=True)
+    fn(queries[0])  # warm the cache and the plan
+    ms = []
+    for q in queries:
+        t0 = time.perf_counter()
+        fn(q)
+        ms.append((time.perf_counter() - t0) * 1000)
+    return percentile(ms, 50), percentile(ms, 95)
+
+
+def row(
+    name: str, n: int, fn: Callable[[np.ndarray], object], queries: np.ndarray
+) -> tuple[str, str, float, float]:
+    result = (name, f"{n:,}", *timed(name, fn, queries))
+    # Also as it comes: a long run that is stopped early keeps what it measured.
+    print(f"    {name}: {n:,} rows p50 {result[2]:.2f} ms p95 {result[3]:.2f} ms", file=sys.stderr)
+    return result
+
+
+def full_search(session: Session, user: str, ann_dims: int | None = None) -> Callable[..., object]:
+    def run(q: np.ndarray) -> list[object]:
+        params = SearchParams(
+            tenant=TENANT, user_id=user, query_vector=q, embedding_model=MODEL,
+            query_text=f"{WORDS[int(q[0] * 1e6) % len(WORDS)]} plans", k=10,
+            similarity_floor=-1.0, fusion="score", ann_dims=ann_dims,
+            filters=SearchFilters(kinds=("fact", "episode"), created_after=T0 - timedelta(1)),
+        )  # fmt: skip
+        return [h.id for h in search_sync(session, params)]
+
+    return run
+
+
+def bare_exact(conn: psycopg.Connection, user: str, cast: str = "") -> Callable[..., object]:
+    sql = (
+        f"SELECT id FROM memories WHERE tenant = %s AND user_id = %s "
+        f"ORDER BY embedding{cast} <=> %s{cast} LIMIT 10"
+    )
+    return lambda q: conn.execute(sql, (TENANT, user, q)).fetchall()  # type: ignore[arg-type]
+
+
+def plan_of(conn: psycopg.Connection, user: str, cast: str, q: np.ndarray) -> str:
+    rows = conn.execute(
+        f"EXPLAIN SELECT id FROM memories WHERE tenant = %s AND user_id = %s "  # type: ignore[arg-type]
+        f"ORDER BY embedding{cast} <=> %s{cast} LIMIT 10",
+        (TENANT, user, q),
+    ).fetchall()
+    return "hnsw" if any("hnsw" in r[0] for r in rows) else "btree/seq"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--users", type=int, default=1000)
+    p.add_argument("--dims", type=int, default=384)
+    p.add_argument("--big", type=int, default=100_000)
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--inserts", type=int, default=2000)
+    p.add_argument("--no-global-hnsw", action="store_true")
+    a = p.parse_args()
+    rng = np.random.default_rng(7)
+    big = min(a.big, a.rows // 2)
+    queries = _unit(rng, a.queries, a.dims)
+    cast = f"::vector({a.dims})"
+    out: list[tuple[str, str, float, float]] = []
+    with postgres_only() as stack:
+        url = stack.database_url
+        print(f"loading {a.rows:,} rows, {a.users} users, {a.dims} dims", file=sys.stderr)
+        copy_rate = load(url, owners(a.rows, a.users, big, rng), a.dims, rng)
+        plain_rate = insert_rate(url, a.dims, a.inserts, rng, "plain")
+        engine = make_engine(url, pool_size=1)
+        sessions = make_sessionmaker(engine)
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn, sessions() as session:
+            register_vector(conn)
+            for layout in ("interleaved", "clustered"):
+                if layout == "clustered":
+                    session.rollback()  # CLUSTER waits for every open transaction
+                    print("  CLUSTER memories USING ix_memories_user", file=sys.stderr)
+                    conn.execute("CLUSTER memories USING ix_memories_user")
+                    conn.execute("ANALYZE memories")
+                for user, n in ((SMALL, 1000), (BIG, big)):
+                    search, bare = full_search(session, user), bare_exact(conn, user)
+                    out.append(row(f"memwell search, exact, {layout}", n, search, queries))
+                    out.append(row(f"bare exact cosine top-10, {layout}", n, bare, queries))
+            session.rollback()  # CREATE INDEX CONCURRENTLY waits for open transactions
+            t0 = time.perf_counter()
+            changes = maintain_ann_indexes(engine, threshold=min(50_000, big))
+            ann_build = time.perf_counter() - t0
+            ann_search = full_search(session, BIG, a.dims)
+            out.append(row("memwell search, per-user HNSW", big, ann_search, queries))
+            exact = full_search(session, BIG)
+            ann = full_search(session, BIG, a.dims)
+            overlaps = [len(set(exact(q)) & set(ann(q))) / 10 for q in queries[:30]]  # type: ignore[call-overload]
+            recall = float(np.mean(overlaps))
+            hnsw_build = hnsw_rate = 0.0
+            session.rollback()
+            if not a.no_global_hnsw:
+                print("  building a global HNSW index (slow)", file=sys.stderr)
+                conn.execute("SET maintenance_work_mem = '2GB'")
+                t0 = time.perf_counter()
+                conn.execute(f"CREATE INDEX ix_bench_global_hnsw ON memories USING hnsw "
+                             f"((embedding{cast}) vector_cosine_ops)")  # fmt: skip
+                hnsw_build = time.perf_counter() - t0
+                conn.execute("ANALYZE memories")
+                conn.execute("SET hnsw.iterative_scan = relaxed_order")
+                for user, n in ((SMALL, 1000), (BIG, big)):
+                    plan = plan_of(conn, user, cast, queries[0])
+                    hnsw = bare_exact(conn, user, cast)
+                    out.append(row(f"global HNSW filtered by user ({plan})", n, hnsw, queries))
+                hnsw_rate = insert_rate(url, a.dims, a.inserts // 4, rng, "hnsw")
+        engine.dispose()
+    print(f"\nretrieval latency, {a.rows:,} rows, {a.users} users, {a.dims} dims, "
+          f"{a.queries} queries each")  # fmt: skip
+    print(f"{'query':<44}{'user rows':>10}{'p50 ms':>9}{'p95 ms':>9}")
+    for name, n, p50, p95 in out:
+        print(f"{name:<44}{n:>10}{p50:>9.2f}{p95:>9.2f}")
+    print(f"\nper-user HNSW: built in {ann_build:.1f} s ({len(changes)} index), "
+          f"recall@10 vs exact search {recall:.3f}")  # fmt: skip
+    print("\ninsert rate (single-row INSERT, commit every 50)")
+    print(f"  COPY bulk load:            {copy_rate:>10,.0f} rows/s")
+    print(f"  without global HNSW:       {plain_rate:>10,.0f} rows/s")
+    if not a.no_global_hnsw:
+        print(f"  with global HNSW:          {hnsw_rate:>10,.0f} rows/s "
+              f"(index build {hnsw_build:.0f} s)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

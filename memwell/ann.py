@@ -1,0 +1,168 @@
+"""Per-user ANN indexes for the rare huge user, made and dropped by a maintenance job.
+
+An exact scan of one user's rows beats any index up to tens of thousands of rows (see
+README, "Retrieval"). Above `ann_threshold_rows` live memories of one embedding model,
+a user gets a partial HNSW index of their own:
+
+    CREATE INDEX CONCURRENTLY ix_ann_<hash> ON memories
+      USING hnsw ((embedding::vector(d)) vector_cosine_ops)
+      WHERE tenant = '<t>' AND user_id = '<u>' AND embedding_model = '<m>'
+
+`memories.embedding` has no fixed dimension (rows record their model), so the index is
+on an expression cast to the model's dimension, and the query orders by the same
+expression with the same predicate, which is how the planner matches it. The index is
+dropped when the user falls under half the threshold (hysteresis: no flapping).
+`memory_ann_indexes` records which exist; the query path reads it through a small
+per-process cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+
+from psycopg import sql
+from sqlalchemy import Engine, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+log = logging.getLogger(__name__)
+
+# Built once per user; these trade build time for recall on ~50k-1M rows.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+@dataclass(frozen=True)
+class AnnChange:
+    tenant: str
+    user_id: str
+    embedding_model: str
+    action: str  # "created" | "dropped"
+    rows: int
+
+
+def index_name(tenant: str, user_id: str, model: str) -> str:
+    """A stable, short (< 63 bytes) name for one user's index."""
+    digest = hashlib.sha256(f"{tenant}\x00{user_id}\x00{model}".encode()).hexdigest()[:20]
+    return f"ix_ann_{digest}"
+
+
+def _create_sql(name: str, tenant: str, user_id: str, model: str, dims: int) -> sql.Composed:
+    # Literals, not parameters: DDL takes none, and the planner must see the same
+    # constants in the index predicate as the query binds. sql.Literal quotes safely.
+    return sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw "
+        "((embedding::vector({dims})) vector_cosine_ops) WITH (m = {m}, ef_construction = {ef}) "
+        "WHERE tenant = {tenant} AND user_id = {user} AND embedding_model = {model}"
+    ).format(
+        name=sql.Identifier(name),
+        dims=sql.Literal(int(dims)),
+        m=sql.Literal(HNSW_M),
+        ef=sql.Literal(HNSW_EF_CONSTRUCTION),
+        tenant=sql.Literal(tenant),
+        user=sql.Literal(user_id),
+        model=sql.Literal(model),
+    )
+
+
+_SIZES = text(
+    """
+    SELECT tenant, user_id, embedding_model, count(*) AS n,
+           max(vector_dims(embedding)) AS dims, min(vector_dims(embedding)) AS min_dims
+    FROM memories
+    WHERE deleted_at IS NULL AND embedding IS NOT NULL AND embedding_model IS NOT NULL
+    GROUP BY tenant, user_id, embedding_model
+    HAVING count(*) >= :low
+    """
+)
+
+
+def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
+    """Create indexes for users at or above `threshold`, drop those under threshold/2.
+
+    Safe to run twice at once: CREATE/DROP ... CONCURRENTLY IF [NOT] EXISTS and the
+    registry upsert are idempotent. Runs in autocommit (CONCURRENTLY requires it).
+    """
+    changes: list[AnnChange] = []
+    with engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+        sizes = {
+            (r.tenant, r.user_id, r.embedding_model): r
+            for r in conn.execute(_SIZES, {"low": max(threshold // 2, 1)})
+        }
+        existing = {
+            (r.tenant, r.user_id, r.embedding_model): r.index_name
+            for r in conn.execute(
+                text("SELECT tenant, user_id, embedding_model, index_name FROM memory_ann_indexes")
+            )
+        }
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        for key, row in sizes.items():
+            if key in existing or row.n < threshold or row.dims != row.min_dims:
+                continue
+            name = index_name(*key)
+            started = time.perf_counter()
+            with raw.cursor() as cur:  # type: ignore[attr-defined]
+                cur.execute(_create_sql(name, *key, row.dims))
+            conn.execute(
+                text(
+                    "INSERT INTO memory_ann_indexes "
+                    "(tenant, user_id, embedding_model, index_name, dims, rows_at_build) "
+                    "VALUES (:t, :u, :m, :name, :dims, :n) ON CONFLICT DO NOTHING"
+                ),
+                {"t": key[0], "u": key[1], "m": key[2], "name": name, "dims": row.dims, "n": row.n},
+            )
+            log.info(
+                "ann index %s built for %s in %.1f s", name, key, time.perf_counter() - started
+            )
+            changes.append(AnnChange(*key, action="created", rows=int(row.n)))
+        for key, name in existing.items():
+            if key in sizes:
+                continue
+            # Unregister first: the query path stops naming the index before it goes.
+            conn.execute(
+                text(
+                    "DELETE FROM memory_ann_indexes "
+                    "WHERE tenant = :t AND user_id = :u AND embedding_model = :m"
+                ),
+                {"t": key[0], "u": key[1], "m": key[2]},
+            )
+            with raw.cursor() as cur:  # type: ignore[attr-defined]
+                cur.execute(
+                    sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name))
+                )
+            changes.append(AnnChange(*key, action="dropped", rows=0))
+    return changes
+
+
+class AnnRegistry:
+    """Which users have an ANN index: one small query per `ttl_s` per process.
+
+    A stale entry is harmless both ways: a user not yet known gets the exact scan
+    (correct, slower), and a dropped index is unregistered before it is dropped.
+    """
+
+    def __init__(self, ttl_s: float = 30.0) -> None:
+        self.ttl_s = ttl_s
+        self._dims: dict[tuple[str, str, str], int] = {}
+        self._loaded_at = float("-inf")
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self._loaded_at > self.ttl_s
+
+    async def dims_for(
+        self, session: AsyncSession, tenant: str, user_id: str, model: str
+    ) -> int | None:
+        if self._stale():
+            rows = await session.execute(
+                text("SELECT tenant, user_id, embedding_model, dims FROM memory_ann_indexes")
+            )
+            self._dims = {(r[0], r[1], r[2]): int(r[3]) for r in rows}
+            self._loaded_at = time.monotonic()
+        return self._dims.get((tenant, user_id, model))
+
+    def invalidate(self) -> None:
+        self._loaded_at = float("-inf")

@@ -1,0 +1,167 @@
+"""The text of the one retrieval statement, composed from the request's filters.
+
+Why composed rather than one fixed string with `(:x IS NULL OR ...)` guards: each
+absent filter simply disappears, so the planner sees the plain per-user btree
+predicate and never a generic OR it cannot index. Every value is still a bound
+parameter; only fixed fragments and integers (the ANN index's dimension) are
+formatted into the text.
+
+Shape (one statement, no re-ranking in Python):
+
+    q   the query vector and an OR-tsquery of the query's words
+    c   candidates with their raw parts: cosine similarity, text rank, recency
+        - exact: every visible row of the user (the btree on tenant, user_id)
+        - ann:   the user's partial HNSW index (top `ann_k`) UNION the user's
+                 full-text matches (GIN), then the same visibility checks
+    r   rank positions and the normalised text rank, via window functions
+    f   the fused relevance, then the weighted score, top k
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Fusion = Literal["rrf", "score", "vector"]
+
+# Rows visible "now": tombstones, superseded versions and expired rows never return.
+_CURRENT = """
+      AND m.deleted_at IS NULL
+      AND m.superseded_by IS NULL"""
+
+# Rows visible at a past instant: existed then, not yet deleted then, and not yet
+# replaced then (a successor created later does not hide the version valid at as_of).
+_AS_OF = """
+      AND (m.deleted_at IS NULL OR m.deleted_at > CAST(:now AS timestamptz))
+      AND (m.superseded_by IS NULL OR NOT EXISTS (
+            SELECT 1 FROM memories s
+            WHERE s.id = m.superseded_by
+              AND coalesce(s.valid_from, s.created_at) <= CAST(:now AS timestamptz)))"""
+
+_ALWAYS = """
+      m.tenant = :tenant
+      AND m.user_id = :user_id
+      AND m.embedding_model = :model
+      AND m.embedding IS NOT NULL
+      AND m.created_at <= CAST(:now AS timestamptz)
+      AND (m.valid_from IS NULL OR m.valid_from <= CAST(:now AS timestamptz))
+      AND (m.valid_to IS NULL OR m.valid_to > CAST(:now AS timestamptz))
+      AND (m.expires_at IS NULL OR m.expires_at > CAST(:now AS timestamptz))"""
+
+_FILTERS = {
+    "kinds": "\n      AND m.kind = ANY(CAST(:kinds AS text[]))",
+    "metadata": "\n      AND m.metadata @> CAST(:metadata AS jsonb)",
+    "created_after": "\n      AND m.created_at >= CAST(:created_after AS timestamptz)",
+    "created_before": "\n      AND m.created_at < CAST(:created_before AS timestamptz)",
+    "agent_id": "\n      AND m.agent_id = :agent_id",
+    "session_id": "\n      AND m.session_id = :session_id",
+    "exclude_ids": "\n      AND m.id <> ALL(CAST(:exclude_ids AS uuid[]))",
+}
+
+# A question rarely contains every word of the memory that answers it: OR the
+# words (plainto_tsquery ANDs them), so any shared stem counts, weighted by ts_rank.
+_Q = """
+    q AS MATERIALIZED (
+      SELECT CAST(:query AS vector) AS v,
+             CASE WHEN numnode(plainto_tsquery('english', :qtext)) = 0 THEN NULL
+                  ELSE replace(plainto_tsquery('english', :qtext)::text, ' & ', ' | ')::tsquery
+             END AS tsq
+    )"""
+
+# Only narrow numeric columns travel through the ranking; the text and provenance are
+# joined back for the top k alone (wide rows made the window functions 10x slower).
+_PARTS = """
+      SELECT m.id, m.importance,
+             1 - (m.embedding <=> q.v) AS similarity,
+             CASE WHEN q.tsq IS NOT NULL AND m.fts @@ q.tsq
+                  THEN ts_rank(m.fts, q.tsq, 1) ELSE 0 END AS text_raw,
+             greatest(
+               exp(greatest(-50.0, -0.6931471805599453 * extract(epoch FROM
+                   CAST(:now AS timestamptz) - m.created_at) / 3600.0 / :hl_created)),
+               CASE WHEN m.last_accessed_at <= CAST(:now AS timestamptz)
+                    THEN exp(greatest(-50.0, -0.6931471805599453 * extract(epoch FROM
+                         CAST(:now AS timestamptz) - m.last_accessed_at) / 3600.0 / :hl_access))
+                    ELSE 0 END
+             ) AS recency
+      FROM memories m CROSS JOIN q"""
+
+_ANN_IDS = """
+      AND m.id IN (
+        (SELECT a.id FROM memories a
+         WHERE a.tenant = :tenant AND a.user_id = :user_id AND a.embedding_model = :model
+         ORDER BY (a.embedding::vector({dims})) <=> CAST(:query AS vector({dims}))
+         LIMIT :ann_k)
+        UNION
+        (SELECT t.id FROM memories t, q
+         WHERE t.tenant = :tenant AND t.user_id = :user_id AND t.fts @@ q.tsq
+         ORDER BY ts_rank(t.fts, q.tsq, 1) DESC
+         LIMIT :ann_k))"""
+
+# Rank positions cost two sorts: only reciprocal-rank fusion needs them.
+_POSITIONS = """
+             row_number() OVER (ORDER BY c.similarity DESC) AS vec_pos,
+             row_number() OVER (ORDER BY c.text_raw DESC) AS text_pos,"""
+
+_RANKED = """
+    r AS (
+      SELECT c.*,{positions}
+             coalesce(c.text_raw / nullif(max(c.text_raw) OVER (), 0), 0) AS text_rank
+      FROM c
+      WHERE c.similarity >= :floor OR c.text_raw > 0
+    )"""
+
+# Every fusion yields a relevance in 0..1, so the weights mean the same thing in each.
+_RELEVANCE: dict[Fusion, str] = {
+    "vector": "r.similarity",
+    # Reciprocal rank: only positions count, normalised by the best possible value.
+    "rrf": (
+        "((1 - :text_weight) / (:rrf_k + r.vec_pos)"
+        " + CASE WHEN r.text_raw > 0 THEN :text_weight / (:rrf_k + r.text_pos) ELSE 0 END)"
+        " * (:rrf_k + 1)"
+    ),
+    # Normalised scores: cosine blended with the text rank scaled to the best match.
+    "score": "(1 - :text_weight) * greatest(r.similarity, 0) + :text_weight * r.text_rank",
+}
+
+
+@dataclass(frozen=True)
+class StatementShape:
+    """What decides the statement's text (not its values)."""
+
+    fusion: Fusion
+    historical: bool
+    filters: frozenset[str]
+    ann_dims: int | None = None
+
+
+def build_statement(shape: StatementShape) -> str:
+    """The SQL text for one shape of request."""
+    where = _ALWAYS + (_AS_OF if shape.historical else _CURRENT)
+    where += "".join(_FILTERS[name] for name in sorted(shape.filters))
+    if shape.ann_dims is not None:
+        where += _ANN_IDS.format(dims=int(shape.ann_dims))
+    relevance = _RELEVANCE[shape.fusion]
+    ranked = _RANKED.format(positions=_POSITIONS if shape.fusion == "rrf" else "")
+    # c is MATERIALIZED so the planner cannot pull it up and compute the cosine twice
+    # (once for the floor, once for the output).
+    return f"""
+    WITH {_Q},
+    c AS MATERIALIZED ({_PARTS}
+      WHERE {where}
+    ),{ranked},
+    top AS (
+      SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency,
+             {relevance} AS relevance,
+             :w_rel * ({relevance}) + :w_imp * r.importance + :w_rec * r.recency AS score
+      FROM r
+      ORDER BY score DESC, r.id
+      LIMIT :k
+    )
+    SELECT top.*, m.kind, m.content, m.created_at, m.session_id, m.agent_id,
+           m.source_turn_ids, m.metadata
+    FROM top JOIN memories m ON m.id = top.id
+    ORDER BY top.score DESC, top.id
+    """
+
+
+FILTER_NAMES = frozenset(_FILTERS)

@@ -1,0 +1,71 @@
+"""The per-user ANN index: made above the threshold, used by the query, dropped below."""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import Engine, create_engine, delete, pool, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.ann import index_name, maintain_ann_indexes
+from memwell.db.models import Memory
+from memwell.retrieval import SearchParams, _bind, search_sync
+from tests.memory_factory import DIMS, MODEL, NOW, add_memory
+
+ROWS = 240
+
+
+def _engine(db: sessionmaker[Session]) -> Engine:
+    bind = db.kw["bind"]
+    return create_engine(bind.url, poolclass=pool.NullPool)
+
+
+def test_ann_index_lifecycle_and_plan(db: sessionmaker[Session], ids: dict[str, str]) -> None:
+    t, u = ids["tenant"], ids["user"]
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((ROWS, DIMS)).astype(np.float32)
+    with db.begin() as s:
+        for i, v in enumerate(vectors):
+            add_memory(s, tenant=t, user_id=u, content=f"row {i}", embedding=v)
+        add_memory(s, tenant=t, user_id="small", content="tiny", embedding=vectors[0])
+    engine = _engine(db)
+    try:
+        changes = maintain_ann_indexes(engine, threshold=ROWS)
+        mine = [c for c in changes if c.tenant == t]
+        assert [(c.user_id, c.action) for c in mine] == [(u, "created")]
+        assert maintain_ann_indexes(engine, threshold=ROWS) == [] or all(
+            c.tenant != t for c in maintain_ann_indexes(engine, threshold=ROWS)
+        )  # idempotent for this user
+
+        query = vectors[5] / np.linalg.norm(vectors[5])
+        params = SearchParams(
+            tenant=t, user_id=u, query_vector=query, embedding_model=MODEL, k=5,
+            similarity_floor=-1.0, now=NOW, ann_dims=DIMS, ann_k=50,
+        )  # fmt: skip
+        sql, binds = _bind(params)
+        with engine.connect() as conn:
+            conn.execute(text("SET enable_seqscan = off"))  # tiny table: still prove usability
+            plan = "\n".join(r[0] for r in conn.execute(text("EXPLAIN " + sql), binds))
+        assert index_name(t, u, MODEL) in plan
+
+        with db() as s:
+            ann_hits = search_sync(s, params)
+            exact_hits = search_sync(s, SearchParams(**{**params.__dict__, "ann_dims": None}))
+        assert ann_hits[0].content == "row 5"
+        assert [h.id for h in ann_hits] == [h.id for h in exact_hits]
+
+        with db.begin() as s:
+            s.execute(
+                delete(Memory).where(
+                    Memory.tenant == t, Memory.user_id == u, Memory.content != "row 1"
+                )
+            )
+        dropped = [c for c in maintain_ann_indexes(engine, threshold=ROWS) if c.tenant == t]
+        assert [(c.user_id, c.action) for c in dropped] == [(u, "dropped")]
+        with engine.connect() as conn:
+            left = conn.execute(
+                text("SELECT count(*) FROM pg_indexes WHERE indexname = :n"),
+                {"n": index_name(t, u, MODEL)},
+            ).scalar_one()
+        assert left == 0
+    finally:
+        engine.dispose()
