@@ -41,11 +41,15 @@ def remembered(
     wait_for(done, timeout=90, what="the facts consolidated")
     with db() as session:
         rows = session.execute(
-            select(Memory.content, Memory.id).where(
+            select(Memory.content, Memory.id, Memory.source_turn_ids).where(
                 Memory.tenant == "default", Memory.user_id == ids["user"]
             )
         ).all()
-    return {content: str(memory_id) for content, memory_id in rows}
+    # Extraction rewrites each fact standalone ("My dog" -> "The user's dog"): order the
+    # stored memories like FACTS through their provenance.
+    by_turn = {turns[0]: (content, str(memory_id)) for content, memory_id, turns in rows}
+    assert len(by_turn) == len(FACTS)
+    return dict(by_turn[f"{ids['user']}-{i}"] for i in range(len(FACTS)))
 
 
 def test_search_returns_hits_with_score_parts(
@@ -57,7 +61,7 @@ def test_search_returns_hits_with_score_parts(
     )
     assert r.status_code == 200, r.text
     top = r.json()["hits"][0]
-    assert top["content"] == FACTS[0]
+    assert top["content"] == list(remembered)[0]
     assert top["text_rank"] > 0 and top["similarity"] > 0.2
     assert top["source_turn_ids"] == [f"{ids['user']}-0"]
     assert top["agent_id"] == "helper"
@@ -77,12 +81,15 @@ def test_search_filters_and_as_of(
         assert r.status_code == 200, r.text
         return {h["content"] for h in r.json()["hits"]}
 
-    assert contents() == set(FACTS)
-    assert contents(filters={"agent_id": "helper"}) == {FACTS[0]}
-    assert contents(filters={"kinds": ["preference"]}) == set()
-    assert contents(filters={"kinds": ["episode"], "session_id": ids["session"]}) == set(FACTS)
-    assert contents(filters={"created_after": "2024-03-02T00:00:00Z"}) == set(FACTS[1:])
-    assert contents(as_of="2024-03-02T12:00:00Z") == {FACTS[0], FACTS[1]}
+    stored = list(remembered)
+    kinds = {api.get(f"/v1/memories/{i}").json()["kind"] for i in remembered.values()}
+    absent = sorted({"fact", "preference", "event", "episode"} - kinds)
+    assert contents() == set(stored)
+    assert contents(filters={"agent_id": "helper"}) == {stored[0]}
+    assert contents(filters={"kinds": absent}) == set()
+    assert contents(filters={"kinds": sorted(kinds), "session_id": ids["session"]}) == set(stored)
+    assert contents(filters={"created_after": "2024-03-02T00:00:00Z"}) == set(stored[1:])
+    assert contents(as_of="2024-03-02T12:00:00Z") == {stored[0], stored[1]}
 
 
 def test_search_rejects_bad_input_as_problem_json(api: TestClient, ids: dict[str, str]) -> None:
@@ -121,9 +128,10 @@ def test_context_quotes_memories_within_budget(
 def test_get_delete_history(
     api: TestClient, remembered: dict[str, str], ids: dict[str, str]
 ) -> None:
-    memory_id = remembered[FACTS[1]]
+    fact = list(remembered)[1]
+    memory_id = remembered[fact]
     got = api.get(f"/v1/memories/{memory_id}").json()
-    assert got["content"] == FACTS[1] and got["deleted_at"] is None
+    assert got["content"] == fact and got["deleted_at"] is None
 
     deleted = api.delete(f"/v1/memories/{memory_id}")
     assert deleted.status_code == 200 and deleted.json()["deleted_at"] is not None
@@ -132,10 +140,10 @@ def test_get_delete_history(
     hits = api.post(
         "/v1/memories/search", json={"user_id": ids["user"], "query": "glassblower Murano"}
     ).json()["hits"]
-    assert FACTS[1] not in {h["content"] for h in hits}
+    assert fact not in {h["content"] for h in hits}
     events = api.get(f"/v1/memories/{memory_id}/history").json()["events"]
     assert [e["event"] for e in events] == ["add", "delete"]
-    assert events[1]["old_content"] == FACTS[1]
+    assert events[1]["old_content"] == fact
 
     missing = api.get(f"/v1/memories/{uuid.uuid4()}")
     assert missing.status_code == 404
@@ -155,7 +163,7 @@ def test_hits_are_marked_accessed_in_the_background(
 
     from memwell.enqueue import producer_app
 
-    memory_id = uuid.UUID(remembered[FACTS[2]])
+    memory_id = uuid.UUID(list(remembered.values())[2])
     with db() as session:
         before = session.scalar(select(Memory.access_count).where(Memory.id == memory_id))
     api.post("/v1/memories/search", json={"user_id": ids["user"], "query": "smoked tea", "k": 1})
