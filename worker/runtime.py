@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell import stack
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
+from memwell.embeddings.metered import MeteredEmbedder
 from memwell.settings import Settings, get_settings
 
 
@@ -42,7 +43,7 @@ def get_runtime() -> Runtime:
             _runtime = Runtime(
                 settings=settings,
                 sessions=make_sessionmaker(engine),
-                embedder=build_embedder(settings),
+                embedder=MeteredEmbedder(build_embedder(settings), use="memory"),
                 pid=os.getpid(),
             )
         return _runtime
