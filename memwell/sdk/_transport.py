@@ -50,7 +50,7 @@ def backoff_s(attempt: int, response: httpx.Response | None = None) -> float:
                 return float(min(max(float(after), 0.0), BACKOFF_MAX_S * 4))
             except ValueError:
                 pass
-    delay = min(BACKOFF_BASE_S * (2**attempt), BACKOFF_MAX_S)
+    delay: float = min(BACKOFF_BASE_S * float(1 << min(attempt, 16)), BACKOFF_MAX_S)
     return delay * (0.5 + random.random() / 2)
 
 
