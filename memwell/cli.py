@@ -129,5 +129,19 @@ def up(with_demo: bool, exit_after_demo: bool) -> None:
     )
 
 
+@main.command()
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", type=int, default=8421, show_default=True, help="HTTP port (path /mcp).")
+@click.option("--tenant", default=None, help="Tenant the tools act for (default: the default).")
+def mcp(transport: str, host: str, port: int, tenant: str | None) -> None:
+    """Serve the MCP tools remember, recall, forget and get_context."""
+    from memwell.mcp_server import run
+
+    run(get_settings(), transport=transport, host=host, port=port, tenant=tenant)
+
+
 if __name__ == "__main__":
     main()

@@ -61,9 +61,7 @@ def test_foreign_celery_app_enqueues_and_the_worker_consolidates(
 
     def statuses() -> list[str]:
         with db() as session:
-            return list(
-                session.scalars(select(Turn.status).where(Turn.tenant == tenant)).all()
-            )
+            return list(session.scalars(select(Turn.status).where(Turn.tenant == tenant)).all())
 
     wait_for(lambda: statuses() == ["processed", "processed"], timeout=60)
     with db() as session:

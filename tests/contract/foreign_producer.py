@@ -20,7 +20,7 @@ class BlockMemwell(MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
         if fullname.split(".")[0] in OURS:
             raise ImportError(f"the foreign producer must not import {fullname}")
-        return None
+        return
 
 
 sys.meta_path.insert(0, BlockMemwell())
