@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from memwell import stack
+from memwell.errors import MemwellError
 from memwell.logs import configure_logging
 from memwell.metrics import MULTIPROC_ENV
 from memwell.settings import get_settings
@@ -141,6 +142,65 @@ def mcp(transport: str, host: str, port: int, tenant: str | None) -> None:
     from memwell.mcp_server import run
 
     run(get_settings(), transport=transport, host=host, port=port, tenant=tenant)
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "locomo"]), default="jsonl", show_default=True
+)
+@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+@click.option("--batch-size", type=int, default=100, show_default=True, help="Turns per task.")
+@click.option("--wait/--no-wait", default=True, help="Follow consolidation to the end.")
+@click.option("--timeout", type=float, default=3600.0, show_default=True, help="Seconds to wait.")
+def import_(
+    file: Path, fmt: str, tenant: str | None, batch_size: int, wait: bool, timeout: float
+) -> None:
+    """Import turns from FILE (JSONL of turns, or a LoCoMo file) through the workers."""
+    from memwell.bulk_import import load, run_import
+    from memwell.db.engine import make_engine, make_sessionmaker
+
+    settings = get_settings()
+    try:
+        turns = load(file, fmt)
+    except MemwellError as exc:
+        raise click.ClickException(str(exc)) from exc
+    engine = make_engine(stack.database_url(settings), pool_size=1)
+    try:
+        summary = run_import(
+            turns,
+            tenant=tenant or settings.default_tenant,
+            sessions=make_sessionmaker(engine),
+            broker_url=stack.redis_url(settings),
+            batch_size=batch_size,
+            wait=wait,
+            timeout_s=timeout,
+        )
+    finally:
+        engine.dispose()
+    click.echo(summary.render())
+    if summary.failed:
+        raise SystemExit(1)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Queue depths, workers alive, backlog age, dead letters and store counts."""
+    import json
+
+    from memwell.db.engine import make_engine, make_sessionmaker
+    from memwell.status import StackStatus, read_broker, read_store, render
+
+    settings = get_settings()
+    report = StackStatus()
+    read_broker(report, stack.redis_url(settings))
+    engine = make_engine(stack.database_url(settings), pool_size=1)
+    try:
+        read_store(report, make_sessionmaker(engine))
+    finally:
+        engine.dispose()
+    click.echo(json.dumps(report.as_dict(), indent=2) if as_json else render(report))
 
 
 if __name__ == "__main__":
