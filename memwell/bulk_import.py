@@ -41,6 +41,10 @@ class ImportSummary:
     seconds: float
 
     @property
+    def new_memories(self) -> int:
+        return self.memories_after - self.memories_before
+
+    @property
     def throughput(self) -> float:
         """Turns consolidated by this run, per second of the whole run."""
         fresh = self.consolidated - self.consolidated_before
@@ -54,8 +58,7 @@ class ImportSummary:
                 f"consolidated   {self.consolidated}  (failed {self.failed}, "
                 f"still pending {self.pending})",
                 f"users          {self.users}",
-                f"memories       {self.memories_after}  (+{self.memories_after - self.memories_before}"
-                " this run)",
+                f"memories       {self.memories_after}  (+{self.new_memories} this run)",
                 f"time           {self.seconds:.1f} s",
                 f"throughput     {self.throughput:.1f} turns/s consolidated",
             ]

@@ -118,7 +118,8 @@ def render(status: StackStatus) -> str:
     lines.append(f"Workers alive   {len(status.workers)}")
     lines += [f"  {name}" for name in status.workers]
     lines.append(
-        f"Backlog         {status.pending_turns} pending turns, oldest {_age(status.oldest_pending_s)}"
+        f"Backlog         {status.pending_turns} pending turns, "
+        f"oldest {_age(status.oldest_pending_s)}"
     )
     lines.append(f"Dead letters    {status.dead_letters_open} open")
     if status.last_dead_letter:
