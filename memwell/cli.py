@@ -69,7 +69,8 @@ def _celery(*args: str) -> None:
 @click.option(
     "--concurrency", type=int, default=None, help="Processes (default MEMWELL_WORKER_CONCURRENCY)."
 )
-def worker(queues: str, concurrency: int | None) -> None:
+@click.option("--events", is_flag=True, help="Send task events (for Flower's task views).")
+def worker(queues: str, concurrency: int | None, events: bool) -> None:
     """Run a Celery worker consuming the given queues.
 
     Prometheus multiprocess mode needs its directory before any process imports
@@ -87,6 +88,7 @@ def worker(queues: str, concurrency: int | None) -> None:
         get_settings().log_level,
         "--without-gossip",
         "--without-mingle",
+        *(["--events"] if events else []),
     )
 
 

@@ -22,8 +22,8 @@ from celery.signals import (
     setup_logging,
     task_postrun,
     task_prerun,
-    worker_init,
     worker_process_shutdown,
+    worker_ready,
 )
 
 from memwell import stack
@@ -96,9 +96,10 @@ def _task_finished(task_id: str, task: Any, state: str | None = None, **_: Any) 
             stack_.close()
 
 
-@worker_init.connect
+@worker_ready.connect
 def _serve_metrics(**_: Any) -> None:
-    """Start the metrics HTTP server in the worker's main process (before the fork)."""
+    """Start the metrics HTTP server in the worker's main process, once logging is set
+    up and the pool is forked (so no child inherits the server thread)."""
     settings = get_settings()
     port = settings.worker_metrics_port
     if not port:
