@@ -12,7 +12,7 @@ import click
 
 from memwell import stack
 from memwell.errors import MemwellError
-from memwell.logs import configure_logging
+from memwell.logs import configure_logging, wants_json
 from memwell.metrics import MULTIPROC_ENV
 from memwell.settings import get_settings
 
@@ -21,7 +21,7 @@ log = logging.getLogger("memwell")
 
 def _setup_logging() -> None:
     settings = get_settings()
-    configure_logging(settings.log_level, json=settings.log_format == "json")
+    configure_logging(settings.log_level, json=wants_json(settings.log_format))
 
 
 @click.group()

@@ -33,6 +33,13 @@ _SHARED_PROCESSORS: list[Any] = [
 ]
 
 
+def wants_json(log_format: str) -> bool:
+    """`auto`: JSON for machines (pipes, files, containers), console for a terminal."""
+    if log_format == "auto":
+        return not sys.stderr.isatty()
+    return log_format == "json"
+
+
 def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     """Route structlog and stdlib logging to one JSON (or console) renderer on stderr."""
     renderer: Any = structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()

@@ -183,10 +183,11 @@ class Settings(BaseSettings):
     )
 
     # --- observability (logs, metrics) ---------------------------------------------------
-    log_format: Literal["json", "console"] = Field(
-        default="json",
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto",
         validation_alias="MEMWELL_LOG_FORMAT",
-        description="json: one JSON object per line (for log shippers); console: for humans.",
+        description="json: one JSON object per line (for log shippers); console: for humans; "
+        "auto: console when stderr is a terminal, json otherwise.",
     )
     worker_metrics_port: int = Field(
         default=0,

@@ -27,7 +27,7 @@ from celery.signals import (
 )
 
 from memwell import stack
-from memwell.logs import bound, configure_logging, get_logger
+from memwell.logs import bound, configure_logging, get_logger, wants_json
 from memwell.metrics import (
     MULTIPROC_ENV,
     TASK_SECONDS,
@@ -47,7 +47,7 @@ _running: dict[str, tuple[float, ExitStack]] = {}
 @setup_logging.connect
 def _setup_logging(**_: Any) -> None:
     settings = get_settings()
-    configure_logging(settings.log_level, json=settings.log_format == "json")
+    configure_logging(settings.log_level, json=wants_json(settings.log_format))
 
 
 def task_context(task: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
