@@ -64,7 +64,8 @@ class RecalledMemory(BaseModel):
 
     @classmethod
     def from_hit(cls, hit: MemoryHit) -> RecalledMemory:
-        return cls(**{**hit.__dict__, "id": str(hit.id)})
+        fields = {name: getattr(hit, name) for name in cls.model_fields if name != "id"}
+        return cls(id=str(hit.id), **fields)
 
 
 class Recall(BaseModel):
@@ -112,6 +113,11 @@ async def remember(
 
 async def recall(deps: ToolDeps, *, user_id: str, query: str, k: int | None = None) -> Recall:
     """The user's memories most relevant to `query`, best first, with score parts."""
+    hits = await _search(deps, user_id=user_id, query=query, k=k)
+    return Recall(memories=[RecalledMemory.from_hit(h) for h in hits])
+
+
+async def _search(deps: ToolDeps, *, user_id: str, query: str, k: int | None) -> list[MemoryHit]:
     if not query.strip():
         raise InvalidInput("query must not be blank")
     s = deps.settings
@@ -129,8 +135,7 @@ async def recall(deps: ToolDeps, *, user_id: str, query: str, k: int | None = No
         half_life_h=s.recency_half_life_h,
     )
     async with deps.sessions() as session:
-        hits = await SEARCH(session, params)
-    return Recall(memories=[RecalledMemory.from_hit(h) for h in hits])
+        return await SEARCH(session, params)
 
 
 async def forget(deps: ToolDeps, *, user_id: str, memory_id: str) -> Forgotten:
@@ -172,15 +177,14 @@ async def get_context(
 ) -> Context:
     """Context for the agent's next model call: memories as quoted data, the session's
     summary and recent turns, inside the context token budget."""
-    recalled = recall(deps, user_id=user_id, query=query)
+    searching = _search(deps, user_id=user_id, query=query, k=None)
     if session_id:
-        snapshot, found = await asyncio.gather(
-            deps.buffer.read(deps.tenant, user_id, session_id), recalled
+        snapshot, hits = await asyncio.gather(
+            deps.buffer.read(deps.tenant, user_id, session_id), searching
         )
         summary, recent = snapshot.summary, snapshot.turns
     else:
-        found, summary, recent = await recalled, None, []
-    hits = [_as_hit(m) for m in found.memories]
+        hits, summary, recent = await searching, None, []
     assembled = assemble_context(
         message=query,
         memories=hits,
@@ -194,7 +198,3 @@ async def get_context(
         memories=[RecalledMemory.from_hit(h) for h in assembled.memories],
         tokens=assembled.tokens,
     )
-
-
-def _as_hit(m: RecalledMemory) -> MemoryHit:
-    return MemoryHit(**{**m.model_dump(), "id": uuid.UUID(m.id)})
