@@ -18,7 +18,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StateDep
 from memwell.logs import REQUEST_ID_HEADER, bound, get_logger, new_request_id
-from memwell.metrics import HTTP_REQUEST_SECONDS, QueueDepthCollector, render, scrape_registry
+from memwell.metrics import (
+    HTTP_REQUEST_SECONDS,
+    BacklogCollector,
+    QueueDepthCollector,
+    render,
+    scrape_registry,
+)
+from memwell.status import read_backlog
 
 log = get_logger("memwell.api")
 
@@ -86,7 +93,10 @@ router = APIRouter(tags=["health"])
 @router.get("/metrics", include_in_schema=False)
 async def metrics(state: StateDep) -> Response:
     """Prometheus exposition: this API's metrics (every worker process of it in
-    multiprocess mode) and the queue depths."""
-    registry = scrape_registry([QueueDepthCollector(state.chat_broker_url)])
+    multiprocess mode), the queue depths, and the backlog and dead letters."""
+    async with state.chat.sessions() as session:
+        pending, oldest_s, letters = await read_backlog(session)
+    backlog = BacklogCollector(pending=pending, oldest_pending_s=oldest_s, dead_letters=letters)
+    registry = scrape_registry([QueueDepthCollector(state.chat_broker_url), backlog])
     body, content_type = await asyncio.to_thread(render, registry)  # Redis + file reads
     return Response(content=body, media_type=content_type)

@@ -132,6 +132,31 @@ class QueueDepthCollector(Collector):
         yield unacked
 
 
+class BacklogCollector(Collector):
+    """Store-side backlog, read from Postgres just before a scrape renders:
+    `memwell_backlog_pending_turns`, `memwell_backlog_oldest_pending_seconds` and
+    `memwell_dead_letters_open` (the counter above counts events in one process; this
+    is the durable truth an alert should watch)."""
+
+    def __init__(self, *, pending: int, oldest_pending_s: float | None, dead_letters: int) -> None:
+        self.pending = pending
+        self.oldest_pending_s = oldest_pending_s or 0.0
+        self.dead_letters = dead_letters
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "memwell_backlog_pending_turns", "Turns persisted, not yet consolidated.", self.pending
+        )
+        yield GaugeMetricFamily(
+            "memwell_backlog_oldest_pending_seconds",
+            "Age of the oldest pending turn (0 when none).",
+            self.oldest_pending_s,
+        )
+        yield GaugeMetricFamily(
+            "memwell_dead_letters_open", "Dead letters not replayed yet.", self.dead_letters
+        )
+
+
 def read_queue_depths(redis_url: str, queues: Iterable[str]) -> tuple[dict[str, int], int]:
     """LLEN of each queue key and the size of the transport's unacked hash."""
     import redis

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
@@ -97,6 +98,21 @@ def _read_store(status: StackStatus, session: Session) -> None:
         status.last_dead_letter = f"{last.created_at:%Y-%m-%d %H:%M:%S} {last.task_name}: " + (
             last.error.splitlines()[0][:120] if last.error else ""
         )
+
+
+async def read_backlog(session: AsyncSession) -> tuple[int, float | None, int]:
+    """Pending turns, the oldest one's age in seconds, and open dead letters (async:
+    for the API's /metrics). Both counts use partial indexes on the open rows."""
+    pending, oldest = (
+        await session.execute(
+            select(func.count(), func.min(Turn.received_at)).where(Turn.status == "pending")
+        )
+    ).one()
+    letters = await session.scalar(
+        select(func.count()).select_from(DeadLetter).where(DeadLetter.replayed_at.is_(None))
+    )
+    age = None if oldest is None else max(0.0, (datetime.now(UTC) - oldest).total_seconds())
+    return int(pending), age, int(letters or 0)
 
 
 def _age(seconds: float | None) -> str:

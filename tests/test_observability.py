@@ -97,6 +97,12 @@ def test_api_metrics_expose_routes_chat_stages_and_queue_depths(
         name == "memwell_embeddings_total" and labels["use"] == "query"
         for name, labels, _ in samples
     )
+    names = {name for name, _, _ in samples}
+    assert {
+        "memwell_backlog_pending_turns",
+        "memwell_backlog_oldest_pending_seconds",
+        "memwell_dead_letters_open",
+    } <= names
 
 
 def test_worker_metrics_port_aggregates_pool_processes(
