@@ -24,6 +24,7 @@ from memwell.turns import TurnIn
 
 DONE = ("processed", "failed", "dropped")
 _ID_CHUNK = 5000  # ids per IN-list: bounded statements however large the file
+PLAIN_PROGRESS_EVERY_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,19 @@ def run_import(
                 counts = done_count()
                 progress.update(done_bar, completed=sum(counts.get(s, 0) for s in DONE))
         deadline = time.monotonic() + timeout_s
+        next_line = time.monotonic()
         while wait:
             counts = done_count()
             finished = sum(counts.get(s, 0) for s in DONE)
             progress.update(done_bar, completed=finished)
             if finished >= len(ids) or time.monotonic() > deadline:
                 break
+            if not progress.console.is_terminal and time.monotonic() >= next_line:
+                # Bars do not redraw into a log file or a pipe: leave a line now and then.
+                progress.console.print(
+                    f"consolidated {finished}/{len(ids)} after {time.monotonic() - started:.0f} s"
+                )
+                next_line = time.monotonic() + PLAIN_PROGRESS_EVERY_S
             time.sleep(poll_s)
     with sessions() as session:
         memories_after = count_memories(session, tenant=tenant, users=users)
