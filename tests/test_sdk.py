@@ -162,3 +162,28 @@ def test_not_yet_merged_endpoints_build_the_documented_requests() -> None:
         ("DELETE", "/v1/users/u%2F1"),
     ]
     assert json.loads(seen[0].content) == {"user_id": "u", "query": "where", "k": 5}
+
+
+def test_async_client_retries_idempotent_calls_and_maps_errors() -> None:
+    seen: list[httpx.Request] = []
+    responses = [
+        _problem(503, "unavailable"),
+        httpx.Response(200, json={"id": "t", "status": "processed"}),
+        _problem(404, "not-found"),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return responses.pop(0)
+
+    async def scenario() -> str:
+        http = httpx.AsyncClient(base_url="http://sdk.test", transport=httpx.MockTransport(handler))
+        async with memwell.AsyncMemoryClient(api_key="k", http_client=http) as mw:
+            status = await mw.turn_status("t")
+            with pytest.raises(NotFoundError):
+                await mw.get_memory("missing")
+        await http.aclose()
+        return status.status
+
+    assert asyncio.run(scenario()) == "processed"
+    assert len(seen) == 3 and seen[0].headers["Authorization"] == "Bearer k"
