@@ -48,6 +48,9 @@ def api(host: str | None, port: int | None, workers: int) -> None:
     import uvicorn
 
     settings = get_settings()
+    if workers > 1 and not os.environ.get(MULTIPROC_ENV):
+        # Several processes answer /metrics in turn: aggregate them (multiprocess mode).
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-api-metrics-")
     uvicorn.run(
         "api.main:create_app",
         factory=True,
