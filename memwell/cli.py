@@ -155,11 +155,17 @@ def mcp(transport: str, host: str, port: int, tenant: str | None) -> None:
     "--format", "fmt", type=click.Choice(["jsonl", "locomo"]), default="jsonl", show_default=True
 )
 @click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
-@click.option("--batch-size", type=int, default=100, show_default=True, help="Turns per task.")
+@click.option(
+    "--batch-size",
+    type=int,
+    default=None,
+    help="Turns per task (default MEMWELL_EMBED_BATCH, so one consolidation batch covers "
+    "each task's turns).",
+)
 @click.option("--wait/--no-wait", default=True, help="Follow consolidation to the end.")
 @click.option("--timeout", type=float, default=3600.0, show_default=True, help="Seconds to wait.")
 def import_(
-    file: Path, fmt: str, tenant: str | None, batch_size: int, wait: bool, timeout: float
+    file: Path, fmt: str, tenant: str | None, batch_size: int | None, wait: bool, timeout: float
 ) -> None:
     """Import turns from FILE (JSONL of turns, or a LoCoMo file) through the workers."""
     from memwell.bulk_import import load, run_import
@@ -177,7 +183,7 @@ def import_(
             tenant=tenant or settings.default_tenant,
             sessions=make_sessionmaker(engine),
             broker_url=stack.redis_url(settings),
-            batch_size=batch_size,
+            batch_size=batch_size or settings.embedding_batch_size,
             wait=wait,
             timeout_s=timeout,
         )
