@@ -8,6 +8,11 @@ Retry safety: GET, PUT and DELETE are idempotent; so are the read-only POSTs
 (made here, client-side, when the caller gave none) that the server stores once.
 POST /v1/chat is not: a retried chat would ask the model twice and remember the
 exchange twice, so it is retried only when the connection never opened.
+
+search, context, the /v1/memories/{id} calls and erase_user follow the shapes the
+retrieval and tenancy issues document; their answers are parsed leniently (extra
+fields kept, a list bare or under a key) and they are verified against the real
+endpoints by the integration run once those land.
 """
 
 from __future__ import annotations
