@@ -8,6 +8,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
+from api.observability import RequestContextMiddleware
+from api.observability import router as metrics_router
 from api.routes import chat, health, memories, turns
 from api.state import build_state
 from memwell.settings import Settings, get_settings
@@ -27,6 +29,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Memwell", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    app.add_middleware(RequestContextMiddleware)
+    app.include_router(metrics_router)
     for module in (health, chat, turns, memories):
         app.include_router(module.router)
     return app

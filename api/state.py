@@ -15,6 +15,7 @@ from memwell.buffer import SessionBuffer
 from memwell.chat import ChatDeps
 from memwell.db.engine import make_async_engine, make_async_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
+from memwell.embeddings.metered import MeteredEmbedder
 from memwell.enqueue import send_payload, send_summarize
 from memwell.llm import build_chat_model
 from memwell.settings import Settings
@@ -63,7 +64,10 @@ def build_state(settings: Settings) -> AppState:
         buffer=SessionBuffer(
             client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         ),
-        embedder=CachedQueryEmbedder(build_embedder(settings), capacity=settings.query_cache_size),
+        embedder=CachedQueryEmbedder(
+            MeteredEmbedder(build_embedder(settings), use="query"),
+            capacity=settings.query_cache_size,
+        ),
         model=build_chat_model(settings),
         send=partial(send_payload, broker_url=redis_url),
         summarize=partial(_summarize, redis_url),

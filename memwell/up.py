@@ -19,6 +19,8 @@ from memwell.supervisor import Child, Supervisor
 
 log = logging.getLogger(__name__)
 
+DEFAULT_WORKER_METRICS_PORT = 9808
+
 
 def _prepare_local_model(settings: Settings) -> None:
     if settings.resolved_embedding_provider != "local":
@@ -50,6 +52,7 @@ def run_up(settings: Settings, *, with_demo: bool, exit_after_demo: bool, python
             "MEMWELL_DATA_DIR": str(data),
             "HF_HUB_OFFLINE": "1",
         }
+        env.setdefault("MEMWELL_WORKER_METRICS_PORT", str(DEFAULT_WORKER_METRICS_PORT))
         if with_demo and "MEMWELL_LOG_LEVEL" not in os.environ:
             # Keep the demo's story readable; errors from the services still show.
             env["MEMWELL_LOG_LEVEL"] = "WARNING"

@@ -17,8 +17,16 @@ ALL_QUEUES = "ingest,embed,llm,maintenance"
 
 
 class WorkerProcess:
-    def __init__(self, env: Mapping[str, str], *, concurrency: int = 2, name: str = "test") -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        concurrency: int = 2,
+        name: str = "test",
+        queues: str = ALL_QUEUES,
+    ) -> None:
         self.env = dict(env)
+        self.queues = queues
         self.concurrency = concurrency
         self.hostname = f"{name}-{os.getpid()}@localhost"
         self.log_path = Path(tempfile.mkstemp(prefix="memwell-worker-", suffix=".log")[1])
@@ -27,7 +35,7 @@ class WorkerProcess:
     def start(self, *, timeout: float = 90.0) -> None:
         argv = [
             sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
-            "-Q", ALL_QUEUES, "-c", str(self.concurrency), "-n", self.hostname,
+            "-Q", self.queues, "-c", str(self.concurrency), "-n", self.hostname,
             "--loglevel", "INFO", "--without-gossip", "--without-mingle",
         ]  # fmt: skip
         with self.log_path.open("ab") as log:

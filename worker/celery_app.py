@@ -21,6 +21,7 @@ from kombu import Queue as KombuQueue
 from memwell import stack
 from memwell.queues import TASK_QUEUES, Queue
 from memwell.settings import Settings, get_settings
+from worker import observability  # noqa: F401  (signal handlers: logs, metrics)
 from worker.schedule import beat_schedule
 
 

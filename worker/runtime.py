@@ -20,6 +20,7 @@ from memwell import stack
 from memwell.buffer import SyncSessionBuffer
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
+from memwell.embeddings.metered import MeteredEmbedder
 from memwell.pipeline.factory import PipelineSteps, build_steps
 from memwell.settings import Settings, get_settings
 
@@ -51,7 +52,7 @@ def get_runtime() -> Runtime:
             _runtime = Runtime(
                 settings=settings,
                 sessions=sessions,
-                embedder=build_embedder(settings),
+                embedder=MeteredEmbedder(build_embedder(settings), use="memory"),
                 redis=client,
                 buffer=SyncSessionBuffer(
                     client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s

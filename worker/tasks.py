@@ -101,6 +101,7 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     consolidate_turns.apply_async(
         kwargs={"tenant": parsed.tenant, "turn_ids": [t.id for t in parsed.turns]},
         queue=_consolidate_queue(),
+        headers={"request_id": parsed.request_id or ""},  # the API's request id, for logs
     )
     return {"rejected": 0, "persisted": len(new_ids)}
 

@@ -1,0 +1,102 @@
+"""Request ids, access logs and Prometheus metrics for the API.
+
+A pure ASGI middleware (not BaseHTTPMiddleware: it costs a task per request and hides
+context variables): it takes the client's X-Request-ID or makes one, binds it to every
+log line of the request and to the turns the request enqueues, echoes it in the
+response, and times the request under its route template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+from fastapi import APIRouter, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.deps import StateDep
+from memwell.logs import REQUEST_ID_HEADER, bound, get_logger, new_request_id
+from memwell.metrics import (
+    HTTP_REQUEST_SECONDS,
+    BacklogCollector,
+    QueueDepthCollector,
+    render,
+    scrape_registry,
+)
+from memwell.status import read_backlog
+
+log = get_logger("memwell.api")
+
+_HEADER = REQUEST_ID_HEADER.lower().encode()
+#: a client's id is echoed into logs and headers: keep it short and printable
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:/+=-]{1,128}$")
+_UNTRACKED = frozenset({"/metrics", "/healthz"})
+
+
+def _client_request_id(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", ()):
+        if name == _HEADER:
+            text = value.decode("latin-1")
+            return text if _VALID_ID.match(text) else None
+    return None
+
+
+class RequestContextMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _client_request_id(scope) or new_request_id()
+        status = {"code": 500}
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((_HEADER, request_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        started = time.perf_counter()
+        with bound(request_id):
+            try:
+                await self.app(scope, receive, send_with_id)
+            finally:
+                self._record(scope, status["code"], time.perf_counter() - started)
+
+    @staticmethod
+    def _record(scope: Scope, status: int, elapsed: float) -> None:
+        route: Any = scope.get("route")
+        # The template ("/v1/turns/{turn_id}"), never the raw path: ids would explode
+        # the label set.
+        template = getattr(route, "path", None) or "unmatched"
+        method = scope.get("method", "")
+        if template not in _UNTRACKED:
+            HTTP_REQUEST_SECONDS.labels(method, template, str(status)).observe(elapsed)
+            log.info(
+                "request",
+                method=method,
+                route=template,
+                status=status,
+                duration_ms=round(elapsed * 1000, 2),
+            )
+
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(state: StateDep) -> Response:
+    """Prometheus exposition: this API's metrics (every worker process of it in
+    multiprocess mode), the queue depths, and the backlog and dead letters."""
+    async with state.chat.sessions() as session:
+        pending, oldest_s, letters = await read_backlog(session)
+    backlog = BacklogCollector(pending=pending, oldest_pending_s=oldest_s, dead_letters=letters)
+    registry = scrape_registry([QueueDepthCollector(state.chat_broker_url), backlog])
+    body, content_type = await asyncio.to_thread(render, registry)  # Redis + file reads
+    return Response(content=body, media_type=content_type)

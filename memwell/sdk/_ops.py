@@ -1,0 +1,147 @@
+"""The REST calls, described once as data and shared by the sync and async clients.
+
+Each function returns a `Call`: method, path, body, whether a retry is safe, and how
+to parse the answer. The clients only execute them, so both stay thin and agree.
+
+Retry safety: GET, PUT and DELETE are idempotent; so are the read-only POSTs
+(search, context); and so is POST /v1/turns, because every turn carries an id
+(made here, client-side, when the caller gave none) that the server stores once.
+POST /v1/chat is not: a retried chat would ask the model twice and remember the
+exchange twice, so it is retried only when the connection never opened.
+
+search, context, the /v1/memories/{id} calls and erase_user follow the shapes the
+retrieval and tenancy issues document; their answers are parsed leniently (extra
+fields kept, a list bare or under a key) and they are verified against the real
+endpoints by the integration run once those land.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from memwell.sdk.models import (
+    ChatReply,
+    ContextResult,
+    ErasureReceipt,
+    Memory,
+    MemoryEvent,
+    ScoredMemory,
+    SearchResult,
+    TurnsAccepted,
+    TurnStatus,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    json: Any = None
+    retryable: bool = False
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def _seg(value: str) -> str:
+    """A path segment, escaped: ids are the caller's strings."""
+    return quote(str(value), safe="")
+
+
+def _drop_none(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: v.isoformat() if isinstance(v, datetime) else v for k, v in body.items() if v is not None
+    }
+
+
+def _items(body: Any, *keys: str) -> list[Any]:
+    """A list answer, bare or under one of `keys`."""
+    if isinstance(body, list):
+        return body
+    for key in keys:
+        if isinstance(body, dict) and isinstance(body.get(key), list):
+            return list(body[key])
+    return []
+
+
+def new_turn_id() -> str:
+    return uuid.uuid4().hex
+
+
+def prepare_turns(turns: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Give every turn an id now, so a retried batch is the same batch."""
+    prepared = []
+    for turn in turns:
+        item = _drop_none(turn)
+        item.setdefault("id", new_turn_id())
+        prepared.append(item)
+    return prepared
+
+
+def chat(*, user_id: str, session_id: str, message: str) -> Call[ChatReply]:
+    body = {"user_id": user_id, "session_id": session_id, "message": message}
+    return Call("POST", "/v1/chat", ChatReply.model_validate, json=body)
+
+
+def add_turns(turns: list[dict[str, Any]]) -> Call[TurnsAccepted]:
+    return Call(
+        "POST", "/v1/turns", TurnsAccepted.model_validate, json={"turns": turns}, retryable=True
+    )
+
+
+def turn_status(turn_id: str) -> Call[TurnStatus]:
+    return Call("GET", f"/v1/turns/{_seg(turn_id)}", TurnStatus.model_validate, retryable=True)
+
+
+def search(*, user_id: str, query: str, options: Mapping[str, Any]) -> Call[SearchResult]:
+    body = _drop_none({"user_id": user_id, "query": query, **options})
+
+    def parse(raw: Any) -> SearchResult:
+        hits = [ScoredMemory.model_validate(h) for h in _items(raw, "hits", "memories", "results")]
+        extra = raw if isinstance(raw, dict) else {}
+        return SearchResult.model_validate({**extra, "hits": hits})
+
+    return Call("POST", "/v1/memories/search", parse, json=body, retryable=True)
+
+
+def context(
+    *, user_id: str, session_id: str | None, query: str, options: Mapping[str, Any]
+) -> Call[ContextResult]:
+    body = _drop_none({"user_id": user_id, "session_id": session_id, "query": query, **options})
+    return Call("POST", "/v1/context", ContextResult.model_validate, json=body, retryable=True)
+
+
+def get_memory(memory_id: str) -> Call[Memory]:
+    return Call("GET", f"/v1/memories/{_seg(memory_id)}", Memory.model_validate, retryable=True)
+
+
+def delete_memory(memory_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/memories/{_seg(memory_id)}", lambda _: None, retryable=True)
+
+
+def memory_history(memory_id: str) -> Call[list[MemoryEvent]]:
+    def parse(raw: Any) -> list[MemoryEvent]:
+        return [MemoryEvent.model_validate(e) for e in _items(raw, "events", "history")]
+
+    return Call("GET", f"/v1/memories/{_seg(memory_id)}/history", parse, retryable=True)
+
+
+def erase_user(user_id: str) -> Call[ErasureReceipt]:
+    def parse(raw: Any) -> ErasureReceipt:
+        data = dict(raw) if isinstance(raw, dict) else {}
+        data.setdefault("user_id", user_id)
+        return ErasureReceipt.model_validate(data)
+
+    return Call("DELETE", f"/v1/users/{_seg(user_id)}", parse, retryable=True)
+
+
+def ready() -> Call[bool]:
+    return Call(
+        "GET", "/readyz", lambda raw: bool(raw and raw.get("status") == "ready"), retryable=True
+    )

@@ -1,0 +1,86 @@
+"""What the sync and async clients share around one HTTP exchange: headers, the
+retry policy, and turning an error response into the right exception."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import httpx
+
+from memwell.sdk.errors import APIError, TransportError, error_class
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8420"
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_MAX_RETRIES = 3
+#: answers that mean "try again later", for calls that are safe to repeat
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+BACKOFF_BASE_S = 0.25
+BACKOFF_MAX_S = 8.0
+USER_AGENT = "memwell-python-sdk/0.1"
+
+
+def resolve_base_url(base_url: str | None) -> str:
+    return (base_url or os.environ.get("MEMWELL_API_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def default_headers(api_key: str | None) -> dict[str, str]:
+    key = api_key or os.environ.get("MEMWELL_API_KEY")
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def should_retry(exc: httpx.TransportError | None, status: int | None, *, retryable: bool) -> bool:
+    """A connection that never opened is safe to retry for any call; anything after
+    the request may have reached the server only for idempotent calls."""
+    if exc is not None:
+        return retryable or isinstance(exc, httpx.ConnectError)
+    return retryable and status in RETRY_STATUSES
+
+
+def backoff_s(attempt: int, response: httpx.Response | None = None) -> float:
+    """Retry-After when the server sent one, else exponential backoff with jitter."""
+    if response is not None:
+        after = response.headers.get("Retry-After")
+        if after:
+            try:
+                return float(min(max(float(after), 0.0), BACKOFF_MAX_S * 4))
+            except ValueError:
+                pass
+    delay: float = min(BACKOFF_BASE_S * float(1 << min(attempt, 16)), BACKOFF_MAX_S)
+    return delay * (0.5 + random.random() / 2)
+
+
+def decode(response: httpx.Response, request_id: str) -> Any:
+    """The JSON body of a success; an APIError subclass for anything else."""
+    if response.status_code < 400:
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+    body: dict[str, Any] = {}
+    try:
+        parsed = response.json()
+        if isinstance(parsed, dict):
+            body = parsed
+    except ValueError:
+        pass
+    type_uri = str(body.get("type", ""))
+    cls = error_class(response.status_code, type_uri)
+    raise cls(
+        response.status_code,
+        title=str(body.get("title", response.reason_phrase)),
+        detail=body.get("detail"),
+        type_uri=type_uri,
+        body=body,
+        request_id=response.headers.get("X-Request-ID", request_id),
+    )
+
+
+def transport_error(exc: httpx.TransportError, method: str, url: str) -> TransportError:
+    return TransportError(f"{method} {url}: {type(exc).__name__}: {exc}")
+
+
+__all__ = ["APIError"]

@@ -1,0 +1,210 @@
+"""`AsyncMemoryClient`: the asyncio twin of `MemoryClient`, same methods, awaited.
+
+    from memwell import AsyncMemoryClient
+
+    async with AsyncMemoryClient("http://localhost:8420", api_key="mw_...") as mw:
+        context = await mw.context(user_id="u1", session_id="s1", query="plan my trip")
+        messages = context.messages  # hand these to your own model
+
+Kept line for line parallel to memwell/sdk/client.py; the calls themselves are
+described once in memwell/sdk/_ops.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from memwell.sdk import _ops
+from memwell.sdk._transport import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    backoff_s,
+    decode,
+    default_headers,
+    resolve_base_url,
+    should_retry,
+    transport_error,
+)
+from memwell.sdk.models import (
+    ChatReply,
+    ContextResult,
+    ErasureReceipt,
+    Memory,
+    MemoryEvent,
+    SearchResult,
+    TurnsAccepted,
+    TurnStatus,
+)
+
+T = TypeVar("T")
+DONE_STATES = frozenset({"processed", "failed", "dropped"})
+
+
+class AsyncMemoryClient:
+    """An asyncio client for one Memwell API; reuse one per event loop.
+
+    Args:
+        base_url: the API (default: $MEMWELL_API_URL, else http://127.0.0.1:8420).
+        api_key: sent as `Authorization: Bearer <key>` (default: $MEMWELL_API_KEY).
+        timeout: seconds per HTTP exchange.
+        max_retries: extra attempts for calls that are safe to repeat.
+        http_client: an httpx.AsyncClient to use instead of making one (its base URL and
+            headers are kept; the SDK's headers are added per request).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = resolve_base_url(base_url)
+        self.max_retries = max_retries
+        self._headers = default_headers(api_key)
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+
+    # --- plumbing ---------------------------------------------------------------------
+    async def _run(self, call: _ops.Call[T]) -> T:
+        request_id = _ops.new_turn_id()  # one id for every attempt of this call
+        headers = {**self._headers, "X-Request-ID": request_id}
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(
+                    call.method, call.path, json=call.json, params=call.params, headers=headers
+                )
+            except httpx.TransportError as exc:
+                if attempt < self.max_retries and should_retry(exc, None, retryable=call.retryable):
+                    await asyncio.sleep(backoff_s(attempt))
+                    attempt += 1
+                    continue
+                raise transport_error(exc, call.method, call.path) from exc
+            if attempt < self.max_retries and should_retry(
+                None, response.status_code, retryable=call.retryable
+            ):
+                await asyncio.sleep(backoff_s(attempt, response))
+                attempt += 1
+                continue
+            return call.parse(decode(response, request_id))
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- chat through Memwell ---------------------------------------------------------
+    async def chat(self, *, user_id: str, session_id: str, message: str) -> ChatReply:
+        """A reply grounded in the session buffer and long-term memory; the exchange
+        is remembered. Not retried once sent (it is not idempotent)."""
+        return await self._run(_ops.chat(user_id=user_id, session_id=session_id, message=message))
+
+    # --- memory for your own model loop -------------------------------------------------
+    async def add_turns(self, turns: Iterable[Mapping[str, Any]]) -> TurnsAccepted:
+        """Enqueue up to 500 turns for consolidation, all or nothing. Each turn is a
+        mapping with user_id, session_id, content and optionally id, role, created_at
+        (event time) and metadata. Turns without an id get one here, so a retry is safe."""
+        return await self._run(_ops.add_turns(_ops.prepare_turns(turns)))
+
+    async def add_turn(
+        self,
+        *,
+        user_id: str,
+        session_id: str,
+        content: str,
+        role: str = "user",
+        turn_id: str | None = None,
+        created_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Enqueue one turn; returns its id."""
+        turn = {
+            "id": turn_id,
+            "user_id": user_id,
+            "session_id": session_id,
+            "role": role,
+            "content": content,
+            "created_at": created_at,
+            "metadata": dict(metadata) if metadata else None,
+        }
+        return (await self.add_turns([turn])).turn_ids[0]
+
+    async def turn_status(self, turn_id: str) -> TurnStatus:
+        """pending, processed, failed, dropped, or unknown (not persisted yet)."""
+        return await self._run(_ops.turn_status(turn_id))
+
+    async def wait_for_turns(
+        self, turn_ids: Iterable[str], *, timeout: float = 60.0, poll: float = 0.25
+    ) -> list[TurnStatus]:
+        """Poll until every turn is consolidated (or failed/dropped); TimeoutError after
+        `timeout` seconds."""
+        pending = list(turn_ids)
+        done: dict[str, TurnStatus] = {}
+        deadline = time.monotonic() + timeout
+        while pending:
+            for turn_id in list(pending):
+                status = await self.turn_status(turn_id)
+                if status.status in DONE_STATES:
+                    done[turn_id] = status
+                    pending.remove(turn_id)
+            if pending:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(pending)} turns still pending after {timeout} s")
+                await asyncio.sleep(poll)
+        return list(done.values())
+
+    async def search(self, *, user_id: str, query: str, **options: Any) -> SearchResult:
+        """Memories for `query`, best first, each with its score parts. Options pass
+        through to POST /v1/memories/search: k, session_id, agent_id, kinds, metadata,
+        since, until, as_of, weights."""
+        return await self._run(_ops.search(user_id=user_id, query=query, options=options))
+
+    async def context(
+        self, *, user_id: str, query: str, session_id: str | None = None, **options: Any
+    ) -> ContextResult:
+        """Ready-to-use context for your own model call: memories (as quoted data),
+        the session summary and the recent buffer, inside a token budget (option
+        `token_budget`)."""
+        return await self._run(
+            _ops.context(user_id=user_id, session_id=session_id, query=query, options=options)
+        )
+
+    async def get_memory(self, memory_id: str) -> Memory:
+        return await self._run(_ops.get_memory(memory_id))
+
+    async def delete_memory(self, memory_id: str) -> None:
+        """Tombstone one memory; its history keeps the event with the content redacted."""
+        await self._run(_ops.delete_memory(memory_id))
+
+    async def memory_history(self, memory_id: str) -> list[MemoryEvent]:
+        """Every change to the memory (add, reinforce, merge, supersede, delete), oldest first."""
+        return await self._run(_ops.memory_history(memory_id))
+
+    async def erase_user(self, user_id: str) -> ErasureReceipt:
+        """Erase everything about a user (turns, memories, history, sessions, buffers);
+        returns the receipt with counts per store. Needs an admin-scoped key."""
+        return await self._run(_ops.erase_user(user_id))
+
+    async def ready(self) -> bool:
+        """True when the API and its database and broker answer."""
+        return await self._run(_ops.ready())

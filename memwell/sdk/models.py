@@ -1,0 +1,101 @@
+"""Typed results of the SDK. They mirror the REST responses and accept fields a newer
+server adds (extra="allow"), so an older client keeps working against a newer API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class ScoredMemory(_Result):
+    """A retrieved memory and why it came back: its score and the score's parts."""
+
+    id: str
+    kind: str
+    content: str
+    score: float
+    relevance: float | None = None
+    importance: float | None = None
+    recency: float | None = None
+    text_rank: float | None = None
+    created_at: datetime | None = None
+    session_id: str | None = None
+    source_turn_ids: list[str] = Field(default_factory=list)
+
+
+class ChatReply(_Result):
+    reply: str
+    model: str
+    memories: list[ScoredMemory] = Field(default_factory=list)
+    turn_ids: list[str] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
+class TurnsAccepted(_Result):
+    accepted: int
+    turn_ids: list[str]
+
+
+TurnState = Literal["pending", "processed", "failed", "dropped", "unknown"]
+
+
+class TurnStatus(_Result):
+    id: str
+    status: TurnState
+    user_id: str | None = None
+    session_id: str | None = None
+    processed_at: datetime | None = None
+
+
+class SearchResult(_Result):
+    hits: list[ScoredMemory] = Field(default_factory=list)
+
+
+class ContextResult(_Result):
+    """Ready-to-use context for your own model call."""
+
+    memories: list[ScoredMemory] = Field(default_factory=list)
+    summary: str | None = None
+    recent: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    text: str | None = None
+    tokens: int | None = None
+
+
+class Memory(_Result):
+    id: str
+    kind: str
+    content: str
+    user_id: str | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    importance: float | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    deleted_at: datetime | None = None
+    superseded_by: str | None = None
+    source_turn_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryEvent(_Result):
+    event: str
+    old_content: str | None = None
+    new_content: str | None = None
+    created_at: datetime | None = None
+    source_turn_ids: list[str] = Field(default_factory=list)
+    reason: str | None = None
+
+
+class ErasureReceipt(_Result):
+    """What `DELETE /v1/users/{id}` removed: counts per store, and when."""
+
+    user_id: str
+    counts: dict[str, int] = Field(default_factory=dict)
+    erased_at: datetime | None = None

@@ -1,0 +1,39 @@
+"""The reference deployment: one worker service per queue, a single beat, healthchecks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memwell.queues import Queue
+
+
+def _services(repo_root: Path) -> dict[str, Any]:
+    spec = yaml.safe_load((repo_root / "docker-compose.yml").read_text())
+    services: dict[str, Any] = spec["services"]
+    return services
+
+
+def test_every_queue_has_its_own_worker_service(repo_root: Path) -> None:
+    services = _services(repo_root)
+    consumed: dict[str, str] = {}
+    for name, service in services.items():
+        command = service.get("command") or []
+        if command[:2] == ["memwell", "worker"]:
+            queues = command[command.index("--queues") + 1].split(",")
+            assert len(queues) == 1, f"{name} consumes several queues: {queues}"
+            consumed[queues[0]] = name
+            assert "healthcheck" in service, name
+            assert service["environment"]["MEMWELL_WORKER_METRICS_PORT"] == "9808"
+    assert set(consumed) == {q.value for q in Queue}
+
+
+def test_one_beat_healthchecks_and_an_optional_flower(repo_root: Path) -> None:
+    services = _services(repo_root)
+    beats = [n for n, s in services.items() if (s.get("command") or [])[:2] == ["memwell", "beat"]]
+    assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
+    for name in ("postgres", "redis", "api", "beat"):
+        assert "healthcheck" in services[name], name
+    assert services["flower"]["profiles"] == ["flower"]

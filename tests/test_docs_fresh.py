@@ -1,0 +1,24 @@
+"""Generated documentation must match what generates it: a stale page fails here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memwell.docs_config import render
+
+
+def test_configuration_reference_is_fresh(repo_root: Path) -> None:
+    committed = (repo_root / "docs" / "configuration.md").read_text()
+    assert committed == render(), (
+        "docs/configuration.md is stale: run "
+        "`python -m memwell.docs_config > docs/configuration.md`"
+    )
+
+
+def test_configuration_reference_names_every_setting(repo_root: Path) -> None:
+    from memwell.settings import Settings
+
+    page = render()
+    for name, field in Settings.model_fields.items():
+        env = field.validation_alias if isinstance(field.validation_alias, str) else name.upper()
+        assert f"`{env}`" in page
