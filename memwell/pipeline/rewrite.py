@@ -202,6 +202,9 @@ def name_speaker(sentence: str, speaker: str) -> str:
     return _US.sub(f"{speaker} and others", out)
 
 
+_SENTENCE_START_THE: Final = re.compile(r"(^|[.!?]\s+)the ")
+
+
 def format_day(d: datetime) -> str:
     return f"{d.day} {d:%B %Y}"
 
@@ -276,5 +279,5 @@ def resolve_dates(sentence: str, when: datetime) -> tuple[str, bool]:
 def standalone(sentence: str, *, speaker: str, when: datetime) -> tuple[str, bool]:
     """The sentence with the speaker named and dates resolved; True if a date was."""
     dated, resolved = resolve_dates(sentence, when)
-    text = name_speaker(dated, speaker)
+    text = _SENTENCE_START_THE.sub(lambda m: m.group(1) + "The ", name_speaker(dated, speaker))
     return text[:1].upper() + text[1:], resolved
