@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 import redis.asyncio as aioredis
+from sqlalchemy import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memwell import stack
 from memwell.buffer import SessionBuffer
 from memwell.chat import ChatDeps
-from memwell.db.engine import make_async_engine, make_async_sessionmaker
+from memwell.db.engine import (
+    make_async_engine,
+    make_async_sessionmaker,
+    make_engine,
+    make_sessionmaker,
+)
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
-from memwell.enqueue import send_payload
 from memwell.llm import build_chat_model
+from memwell.outbox import accept_turns
 from memwell.settings import Settings
+from memwell.turns import IngestPayload
 
 
 @dataclass
@@ -25,15 +33,22 @@ class AppState:
     redis: aioredis.Redis
     chat: ChatDeps
     chat_broker_url: str
+    # Sync pool for the outbox: accepted turns are persisted (in a worker thread)
+    # before the API answers; see memwell/outbox.py.
+    outbox_engine: Engine
+    accept: Callable[[IngestPayload], None]
 
     async def aclose(self) -> None:
         await self.redis.aclose()
         await self.engine.dispose()
+        self.outbox_engine.dispose()
 
 
 def build_state(settings: Settings) -> AppState:
     engine = make_async_engine(stack.database_url(settings))
     redis_url = stack.redis_url(settings)
+    outbox_engine = make_engine(stack.database_url(settings), pool_size=4)
+    accept = partial(accept_turns, make_sessionmaker(outbox_engine), broker_url=redis_url)
     client = aioredis.Redis.from_url(redis_url)
     deps = ChatDeps(
         settings=settings,
@@ -43,8 +58,14 @@ def build_state(settings: Settings) -> AppState:
         ),
         embedder=CachedQueryEmbedder(build_embedder(settings), capacity=settings.query_cache_size),
         model=build_chat_model(settings),
-        send=partial(send_payload, broker_url=redis_url),
+        send=accept,
     )
     return AppState(
-        settings=settings, engine=engine, redis=client, chat=deps, chat_broker_url=redis_url
+        settings=settings,
+        engine=engine,
+        redis=client,
+        chat=deps,
+        chat_broker_url=redis_url,
+        outbox_engine=outbox_engine,
+        accept=accept,
     )

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from memwell import stack
+from memwell.maintenance.cli import maintenance
 from memwell.settings import get_settings
 
 log = logging.getLogger("memwell")
@@ -120,6 +121,9 @@ def up(with_demo: bool, exit_after_demo: bool) -> None:
             python=Path(sys.executable),
         )
     )
+
+
+main.add_command(maintenance)
 
 
 if __name__ == "__main__":

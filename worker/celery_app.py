@@ -25,7 +25,9 @@ from worker.schedule import beat_schedule
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
-    app = Celery("memwell", broker=stack.redis_url(settings), include=["worker.tasks"])
+    app = Celery(
+        "memwell", broker=stack.redis_url(settings), include=["worker.tasks", "worker.maintenance"]
+    )
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -43,7 +45,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_soft_time_limit=240,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
-        beat_schedule=beat_schedule(),
+        beat_schedule=beat_schedule(settings),
         timezone="UTC",
     )
     return app

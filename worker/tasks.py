@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from datetime import timedelta
 from typing import Any
 
 import redis.exceptions
@@ -16,7 +15,6 @@ from pydantic import ValidationError
 from memwell.deadletter import record_dead_letter
 from memwell.pipeline.consolidate import consolidate_pending
 from memwell.pipeline.persist import persist_turns
-from memwell.pipeline.sweep import stale_pending_turns
 from memwell.queues import Queue, TaskName
 from memwell.turns import IngestPayload
 from worker.celery_app import app
@@ -36,19 +34,24 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 
-SWEEP_AFTER = timedelta(minutes=5)
-SWEEP_BATCH = 1000
-
 
 class MemwellTask(Task[Any, Any]):
     """Retries transient failures with backoff; a task that fails for good becomes a
-    dead letter instead of vanishing into a log."""
+    dead letter instead of vanishing into a log.
+
+    Backoff doubles from 2 s up to 120 s, with full jitter (each wait is drawn from
+    0..cap, so a herd of retries spreads out when Postgres comes back). Ten retries
+    wait 0..606 s in total, which may be short of a long outage: that is fine for
+    tasks whose input is already in Postgres (a consolidate task that gives up leaves
+    its turns pending, and the sweeper re-dispatches them). `ingest_turns` overrides
+    it: its payload lives only in the broker, so it never gives up on a transient
+    error."""
 
     autoretry_for = TRANSIENT_ERRORS
     retry_backoff = 2
     retry_backoff_max = 120
     retry_jitter = True
-    max_retries = 10
+    max_retries: int | None = 10
     acks_late = True
 
     def on_failure(
@@ -78,6 +81,11 @@ def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: An
     name=TaskName.INGEST_TURNS.value,
     soft_time_limit=30,
     time_limit=60,
+    # The payload exists nowhere but in this message: giving up would lose turns that
+    # enqueue_turn acknowledged. Retry transient errors (Postgres down) until it is
+    # back, every <= 60 s.
+    max_retries=None,
+    retry_backoff_max=60,
 )
 def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int]:
     """Persist a batch of turns, then dispatch their consolidation."""
@@ -115,25 +123,3 @@ def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) ->
             limit=runtime.settings.embedding_batch_size,
         )
     return asdict(report)
-
-
-@app.task(
-    base=MemwellTask,
-    bind=True,
-    name=TaskName.SWEEP_PENDING.value,
-    soft_time_limit=50,
-    time_limit=60,
-)
-def sweep_pending(self: MemwellTask) -> dict[str, int]:
-    """Re-dispatch consolidation for turns pending longer than SWEEP_AFTER."""
-    runtime = get_runtime()
-    with runtime.sessions.begin() as session:
-        stale = stale_pending_turns(session, older_than=SWEEP_AFTER, limit=SWEEP_BATCH)
-    step = runtime.settings.embedding_batch_size
-    for tenant, ids in stale.items():
-        for start in range(0, len(ids), step):
-            consolidate_turns.apply_async(
-                kwargs={"tenant": tenant, "turn_ids": ids[start : start + step]},
-                queue=Queue.EMBED.value,
-            )
-    return {"redispatched": sum(len(ids) for ids in stale.values())}
