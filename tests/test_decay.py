@@ -30,9 +30,7 @@ def mdb(postgres: PostgresService) -> Iterator[sessionmaker[Session]]:
 def _strengths(sessions: sessionmaker[Session], tenant: str) -> dict[str, float]:
     with sessions() as s:
         return dict(
-            s.execute(
-                select(Memory.content, Memory.strength).where(Memory.tenant == tenant)
-            ).all()
+            s.execute(select(Memory.content, Memory.strength).where(Memory.tenant == tenant)).all()
         )
 
 
@@ -79,9 +77,8 @@ def test_decay_stores_the_formula_at_the_injected_clock(mdb: sessionmaker[Sessio
 def test_replayed_history_starts_fresh(mdb: sessionmaker[Session]) -> None:
     """Age runs from when the service stored the memory, not from the event time."""
     tenant = "decay-replay"
-    add_memory(
-        mdb, tenant=tenant, content="said in 2023", at=T0, created_at=datetime(2023, 5, 1, tzinfo=UTC)
-    )
+    said = datetime(2023, 5, 1, tzinfo=UTC)
+    add_memory(mdb, tenant=tenant, content="said in 2023", at=T0, created_at=said)
     decay_memories(mdb, now=T0 + timedelta(hours=1), policy=POLICY, batch_size=50, max_batches=5)
     assert _strengths(mdb, tenant)["said in 2023"] > 0.99
 
