@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import chat, health, turns
+from api.routes import chat, health, retention, turns
 from api.state import build_state
 from memwell.settings import Settings, get_settings
 
@@ -26,6 +26,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Memwell", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    for module in (health, chat, turns):
+    for module in (health, chat, turns, retention):
         app.include_router(module.router)
     return app
