@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos import Services, expected_counts, make_input, run_wipe_before_workers
+from bench.chaos_harness import (
+    Services,
+    expected_counts,
+    make_input,
+    run_wipe_before_workers,
+)
 
 
 @pytest.fixture
