@@ -149,7 +149,7 @@ class Settings(BaseSettings):
         description="After this many re-dispatches a pending turn is marked failed.",
     )
     sweep_backlog_threshold: int = Field(
-        default=10_000,
+        default=1000,
         ge=0,
         validation_alias="MEMWELL_SWEEP_BACKLOG_THRESHOLD",
         description="With more messages than this waiting in the consolidation queues, "
