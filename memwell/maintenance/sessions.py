@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -90,10 +90,13 @@ def _buffer_is_fresh(buffer: SyncSessionBuffer | None, key: SessionKey, cutoff: 
     snapshot = buffer.read(key.tenant, key.user_id, key.session_id)
     for turn in snapshot.turns:
         try:
-            if datetime.fromisoformat(turn.created_at) > cutoff:
-                return True
+            said = datetime.fromisoformat(turn.created_at)
         except ValueError:
             continue
+        if said.tzinfo is None:  # the buffer's writers use UTC
+            said = said.replace(tzinfo=UTC)
+        if said > cutoff:
+            return True
     return False
 
 
