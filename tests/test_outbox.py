@@ -92,3 +92,16 @@ def test_postgres_down_means_not_acknowledged() -> None:
             broker_url=DEAD_BROKER,
         )
     engine.dispose()
+
+
+def test_chat_turns_are_in_postgres_when_the_chat_answers(
+    api: TestClient, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    response = api.post(
+        "/v1/chat", json={"user_id": ids["user"], "session_id": "s", "message": "I row on Sundays."}
+    )
+    assert response.status_code == 200, response.text
+    turn_ids = response.json()["turn_ids"]
+    with db() as s:
+        stored = s.scalars(select(Turn.id).where(Turn.id.in_(turn_ids))).all()
+    assert sorted(stored) == sorted(turn_ids)
