@@ -9,14 +9,18 @@ none of the worker's code. A client turn id makes a resend harmless.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
+import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+import redis
 from celery import Celery
 
-from memwell import stack
+from memwell import inbox, stack
 from memwell.queues import Queue, TaskName
 from memwell.settings import get_settings
 from memwell.turns import IngestPayload, TurnIn
@@ -43,13 +47,40 @@ def producer_app(broker_url: str) -> Celery:
 
 
 def send_payload(payload: IngestPayload, *, broker_url: str | None = None) -> None:
-    """Send one ingest task carrying the payload's turns."""
+    """Send one ingest task carrying the payload's turns, kept in the inbox until a
+    worker has persisted them (memwell/inbox.py)."""
     url = broker_url or stack.redis_url(get_settings())
-    producer_app(url).send_task(
-        TaskName.INGEST_TURNS,
-        kwargs={"payload": payload.model_dump(mode="json")},
-        queue=Queue.INGEST,
+    if payload.request_id is None:
+        payload = payload.model_copy(update={"request_id": uuid.uuid4().hex})
+    assert payload.request_id is not None
+    body = payload.model_dump(mode="json")
+    client = _inbox_client(url)
+    inbox.put(client, payload.request_id, body, now=time.time())
+    try:
+        send_raw_payload(body, broker_url=url)
+    except Exception:
+        # Not acknowledged: the caller sees the error and resends; drop our copy.
+        with contextlib.suppress(redis.exceptions.RedisError):
+            inbox.done(client, payload.request_id)
+        raise
+
+
+def send_raw_payload(body: dict[str, Any], *, broker_url: str) -> None:
+    """Send an ingest task for an already serialized payload (the sweeper's re-send)."""
+    producer_app(broker_url).send_task(
+        TaskName.INGEST_TURNS, kwargs={"payload": body}, queue=Queue.INGEST
     )
+
+
+_inbox_clients: dict[str, redis.Redis] = {}
+
+
+def _inbox_client(url: str) -> redis.Redis:
+    with _producers_lock:
+        client = _inbox_clients.get(url)
+        if client is None:
+            client = _inbox_clients[url] = redis.Redis.from_url(url)
+        return client
 
 
 def enqueue_turn(

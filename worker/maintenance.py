@@ -8,12 +8,9 @@ the jobs take it as an argument.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-
-import redis
 
 from memwell import stack
 from memwell.maintenance.batches import Cursor, JobReport
@@ -21,26 +18,15 @@ from memwell.maintenance.jobs import run_close_idle, run_decay, run_prune, run_s
 from memwell.maintenance.lock import job_lock
 from memwell.queues import Queue, TaskName
 from worker.celery_app import app
-from worker.runtime import get_runtime
+from worker.runtime import get_redis, get_runtime
 from worker.tasks import MemwellTask
 
 SOFT_LIMIT_S = 240
 HARD_LIMIT_S = 300
 
-_redis: redis.Redis | None = None
-_redis_lock = threading.Lock()
-
-
-def _redis_client() -> redis.Redis:
-    global _redis
-    with _redis_lock:
-        if _redis is None:
-            _redis = redis.Redis.from_url(stack.redis_url(get_runtime().settings))
-        return _redis
-
 
 def _locked(job: str, run: Callable[[], JobReport]) -> dict[str, Any]:
-    with job_lock(_redis_client(), job, ttl_s=HARD_LIMIT_S) as acquired:
+    with job_lock(get_redis(), job, ttl_s=HARD_LIMIT_S) as acquired:
         if not acquired:
             return {"job": job, "skipped": "another run holds the lock"}
         return run().as_dict()
@@ -96,7 +82,7 @@ def close_idle_sessions(self: MemwellTask, *, cursor: Cursor | None = None) -> d
     now = datetime.now(UTC)
     result = _locked(
         "close-idle",
-        lambda: run_close_idle(rt.sessions, rt.settings, _redis_client(), now=now, cursor=cursor),
+        lambda: run_close_idle(rt.sessions, rt.settings, get_redis(), now=now, cursor=cursor),
     )
     return _continue(self, result)
 
@@ -115,7 +101,5 @@ def sweep_pending(self: MemwellTask) -> dict[str, Any]:
     broker_url = stack.redis_url(rt.settings)
     return _locked(
         "sweep",
-        lambda: run_sweep(
-            rt.sessions, rt.settings, _redis_client(), broker_url=broker_url, now=now
-        ),
+        lambda: run_sweep(rt.sessions, rt.settings, get_redis(), broker_url=broker_url, now=now),
     )

@@ -11,6 +11,7 @@ import os
 import threading
 from dataclasses import dataclass
 
+import redis
 from celery.signals import worker_process_init
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -46,6 +47,18 @@ def get_runtime() -> Runtime:
                 pid=os.getpid(),
             )
         return _runtime
+
+
+_redis: redis.Redis | None = None
+
+
+def get_redis() -> redis.Redis:
+    """This process's Redis client (locks, the enqueue inbox, session buffers)."""
+    global _redis
+    with _lock:
+        if _redis is None:
+            _redis = redis.Redis.from_url(stack.redis_url(get_settings()))
+        return _redis
 
 
 @worker_process_init.connect

@@ -12,13 +12,14 @@ import sqlalchemy.exc
 from celery import Task
 from pydantic import ValidationError
 
+from memwell import inbox
 from memwell.deadletter import record_dead_letter
 from memwell.pipeline.consolidate import consolidate_pending
 from memwell.pipeline.persist import persist_turns
 from memwell.queues import Queue, TaskName
 from memwell.turns import IngestPayload
 from worker.celery_app import app
-from worker.runtime import get_runtime
+from worker.runtime import get_redis, get_runtime
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,17 @@ def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: An
         log.exception("could not record dead letter for %s: %s", task_name, error)
 
 
+def _inbox_done(request_id: object) -> None:
+    """The payload is persisted (or dead-lettered): the sweeper need not re-send it.
+    Best effort: a leftover entry only costs one idempotent re-send."""
+    if not isinstance(request_id, str):
+        return
+    try:
+        inbox.done(get_redis(), request_id)
+    except redis.exceptions.RedisError:
+        log.warning("could not clear inbox entry %s; the sweeper will re-send it", request_id)
+
+
 @app.task(
     base=MemwellTask,
     bind=True,
@@ -94,9 +106,11 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     except ValidationError as exc:
         # A poison message: retrying cannot fix it. Keep it, and keep the worker alive.
         _dead_letter(self.name, {"payload": payload}, f"invalid payload: {exc}", None)
+        _inbox_done(payload.get("request_id") if isinstance(payload, dict) else None)
         return {"rejected": 1, "persisted": 0}
     with get_runtime().sessions.begin() as session:
         new_ids = persist_turns(session, parsed)
+    _inbox_done(parsed.request_id)
     consolidate_turns.apply_async(
         kwargs={"tenant": parsed.tenant, "turn_ids": [t.id for t in parsed.turns]},
         queue=Queue.EMBED.value,

@@ -9,12 +9,13 @@ import redis
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.buffer import SyncSessionBuffer
+from memwell.enqueue import send_raw_payload
 from memwell.maintenance.batches import Cursor, JobReport
 from memwell.maintenance.decay import decay_memories
 from memwell.maintenance.prune import PrunePolicy, prune_memories
 from memwell.maintenance.retention import RetentionPolicy
 from memwell.maintenance.sessions import close_idle_sessions
-from memwell.maintenance.sweep import SweepPolicy, sweep_pending
+from memwell.maintenance.sweep import SweepPolicy, resend_stale_inbox, sweep_pending
 from memwell.outbox import declare_queues, dispatch_consolidation
 from memwell.queues import Queue
 from memwell.settings import Settings
@@ -108,7 +109,8 @@ def run_sweep(
             declared = True
         dispatch_consolidation(tenant, turn_ids, broker_url=broker_url)
 
-    return sweep_pending(
+    backlog = consolidation_backlog(redis_client)
+    report = sweep_pending(
         sessions,
         now=now,
         policy=SweepPolicy(
@@ -119,8 +121,19 @@ def run_sweep(
         dispatch=dispatch,
         batch_size=settings.maintenance_batch_size,
         max_batches=settings.maintenance_max_batches,
-        backlog=consolidation_backlog(redis_client),
+        backlog=backlog,
         backlog_threshold=settings.sweep_backlog_threshold,
         report_since=now - timedelta(seconds=settings.sweep_every_s),
         dry_run=dry_run,
     )
+    if backlog > settings.sweep_backlog_threshold:
+        return report  # queued payloads are on their way; re-sending would pile on
+    report.counts["inbox_resent"] = resend_stale_inbox(
+        redis_client,
+        older_than_s=settings.sweep_after_s,
+        now=now,
+        send=lambda body: send_raw_payload(body, broker_url=broker_url),
+        limit=settings.maintenance_batch_size,
+        dry_run=dry_run,
+    )
+    return report

@@ -22,10 +22,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
+import redis
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell import inbox
 from memwell.db.models import DeadLetter
 from memwell.maintenance.batches import BatchResult, Cursor, JobReport, run_batches
 
@@ -185,3 +188,26 @@ def sweep_pending(
         letters = report_dead_letters(session, since=report_since or now - policy.older_than)
     report.counts.update({"dead_letters_open": letters.open, "dead_letters_new": letters.new})
     return report
+
+
+def resend_stale_inbox(
+    client: redis.Redis,
+    *,
+    older_than_s: float,
+    now: datetime,
+    send: Callable[[dict[str, Any]], None],
+    limit: int,
+    dry_run: bool = False,
+) -> int:
+    """Re-send enqueue_turn payloads that no worker has persisted after `older_than_s`
+    (memwell/inbox.py); returns how many."""
+    if dry_run:
+        return int(client.zcount(inbox.INDEX_KEY, "-inf", now.timestamp() - older_than_s))
+    payloads = inbox.claim_stale(
+        client, older_than_s=older_than_s, now=now.timestamp(), limit=limit
+    )
+    for body in payloads:
+        send(body)
+    if payloads:
+        log.info("sweep: re-sent %d enqueued payloads no worker persisted", len(payloads))
+    return len(payloads)
