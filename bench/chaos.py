@@ -50,6 +50,7 @@ from bench.chaos_harness import (
     make_input,
     measure,
     send_all,
+    wait_drain,
     worker_env,
     workers,
 )
@@ -165,7 +166,7 @@ def run_one(
         for p in procs:  # a killed main process is restarted by the loop; make sure
             if not p.alive():
                 p.start(timeout=180)
-        _wait(lambda: _processed(sessions) >= len(turns), timeout=drain_timeout_s)
+        wait_drain(sessions, len(turns), timeout=drain_timeout_s)
         drain_s = time.monotonic() - started
         counts = measure(sessions, ids, user_ids)
         notes = ",".join(sorted(set(fault_log)))

@@ -320,3 +320,19 @@ def _wait(probe: Callable[[], bool], *, timeout: float) -> None:
         if time.monotonic() > deadline:
             return  # the table shows what was lost
         time.sleep(1.0)
+
+
+def wait_drain(
+    sessions: sessionmaker[Session], expected: int, *, timeout: float, stall_s: float = 150
+) -> None:
+    """Until every turn is processed, or the count has not moved for `stall_s` (longer
+    than the visibility timeout plus the sweep delay: nothing is coming back)."""
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while (done := _processed(sessions)) < expected:
+        now = time.monotonic()
+        if done != last:
+            last, since = done, now
+        if now > deadline or now - since > stall_s:
+            return
+        time.sleep(1.0)
