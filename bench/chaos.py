@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         for fault in faults:
             print(f"fault: {fault}", file=sys.stderr)
             results.append(run_one(services, fault, turns, n_workers=args.workers))
+            print_table(results, control)  # as it goes: a later crash keeps these rows
         print_table(results, control)
         ok = all(
             r.lost == 0 and r.duplicated == 0 and r.memories == control.memories for r in results

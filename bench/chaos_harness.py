@@ -93,6 +93,11 @@ class Services:
     def restart_redis(self) -> None:
         self.valkey.stop()
         self.redis_url = self.valkey.start()
+        # The producer clients of this process hold dead connections now.
+        from memwell import enqueue
+
+        enqueue._producers.clear()
+        enqueue._inbox_clients.clear()
 
     def stop_postgres(self) -> None:
         self.pg.stop()
