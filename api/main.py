@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.observability import RequestContextMiddleware
 from api.observability import router as metrics_router
-from api.routes import chat, health, memories, turns
+from api.routes import chat, health, memories, retention, turns
 from api.state import build_state
 from memwell.settings import Settings, get_settings
 
@@ -31,6 +31,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(metrics_router)
-    for module in (health, chat, turns, memories):
+    for module in (health, chat, turns, memories, retention):
         app.include_router(module.router)
     return app

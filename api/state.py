@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 import redis.asyncio as aioredis
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from memwell import stack
 from memwell.buffer import SessionBuffer
 from memwell.chat import ChatDeps
-from memwell.db.engine import make_async_engine, make_async_sessionmaker
+from memwell.db.engine import (
+    make_async_engine,
+    make_async_sessionmaker,
+    make_engine,
+    make_sessionmaker,
+)
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
-from memwell.enqueue import send_payload, send_summarize
+from memwell.enqueue import send_summarize
 from memwell.llm import build_chat_model
+from memwell.outbox import accept_turns
 from memwell.settings import Settings
+from memwell.turns import IngestPayload
 
 
 @dataclass
@@ -28,6 +36,10 @@ class AppState:
     redis: aioredis.Redis
     chat: ChatDeps
     chat_broker_url: str
+    # Sync pool for the outbox: accepted turns are persisted (in a worker thread)
+    # before the API answers; see memwell/outbox.py.
+    outbox_engine: Engine
+    accept: Callable[[IngestPayload], None]
 
     async def warm_up(self) -> None:
         """Pay first-use costs at startup, not on the first user's request: the ONNX
@@ -40,6 +52,7 @@ class AppState:
     async def aclose(self) -> None:
         await self.redis.aclose()
         await self.engine.dispose()
+        self.outbox_engine.dispose()
 
 
 def _summarize(
@@ -57,6 +70,8 @@ def _summarize(
 def build_state(settings: Settings) -> AppState:
     engine = make_async_engine(stack.database_url(settings))
     redis_url = stack.redis_url(settings)
+    outbox_engine = make_engine(stack.database_url(settings), pool_size=4)
+    accept = partial(accept_turns, make_sessionmaker(outbox_engine), broker_url=redis_url)
     client = aioredis.Redis.from_url(redis_url)
     deps = ChatDeps(
         settings=settings,
@@ -69,10 +84,16 @@ def build_state(settings: Settings) -> AppState:
             capacity=settings.query_cache_size,
         ),
         model=build_chat_model(settings),
-        send=partial(send_payload, broker_url=redis_url),
+        send=accept,
         summarize=partial(_summarize, redis_url),
         access=client,
     )
     return AppState(
-        settings=settings, engine=engine, redis=client, chat=deps, chat_broker_url=redis_url
+        settings=settings,
+        engine=engine,
+        redis=client,
+        chat=deps,
+        chat_broker_url=redis_url,
+        outbox_engine=outbox_engine,
+        accept=accept,
     )

@@ -58,14 +58,16 @@ def random_uuid() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def task_message(task_name: str, kwargs_json: bytes, queue: str) -> tuple[str, bytes]:
+def task_message(
+    task_name: str, kwargs_json: bytes, queue: str, *, task_id: str | None = None
+) -> tuple[str, bytes]:
     """The (task id, raw message) Celery's Redis transport would push for this task.
 
     `kwargs_json` is the task's keyword arguments, already serialised as a JSON object,
     so a caller holding a pydantic model serialises it once, in Rust, and never builds
     the dict.
     """
-    task_id = random_uuid()
+    task_id = task_id or random_uuid()
     body = b"[[]," + kwargs_json + b"," + _EMBED_JSON + b"]"
     envelope = {
         "body": base64.b64encode(body).decode(),
@@ -94,14 +96,14 @@ class RedisTaskPublisher:
     """Pushes task messages onto queue lists; one connection pool per process."""
 
     def __init__(self, broker_url: str) -> None:
-        self._client = redis.Redis.from_url(broker_url)
+        self.client = redis.Redis.from_url(broker_url)
 
     def publish_many(self, task_name: str, kwargs_json: list[bytes], queue: str) -> list[str]:
         """Several tasks in one round trip; each item is one task's kwargs as JSON."""
         built = [task_message(task_name, kw, queue) for kw in kwargs_json]
         if built:
             # LPUSH m1 m2 leaves m1 at the tail, where BRPOP consumes first: FIFO.
-            self._client.lpush(queue, *[m for _, m in built])
+            self.client.lpush(queue, *[m for _, m in built])
         return [task_id for task_id, _ in built]
 
 

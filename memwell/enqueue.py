@@ -10,13 +10,14 @@ none of the worker's code. A client turn id makes a resend harmless.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from celery import Celery
 
-from memwell import broker_publish, stack
+from memwell import broker_publish, inbox, stack
 from memwell.logs import current_request_id
 from memwell.queues import TASK_QUEUES, Queue, TaskName, pipeline_queue
 from memwell.settings import get_settings
@@ -44,17 +45,43 @@ def producer_app(broker_url: str) -> Celery:
 
 
 def send_payloads(payloads: list[IngestPayload], *, broker_url: str | None = None) -> None:
-    """Send one ingest task per payload; on Redis, all of them in one round trip."""
+    """Send one ingest task per payload.
+
+    On Redis, each payload is also kept in the inbox (memwell/inbox.py) under its task
+    id until a worker has persisted it, and the inbox entries and the messages go in
+    one MULTI: one round trip, and never a message without its inbox copy."""
     url = broker_url or stack.redis_url(get_settings())
-    if broker_publish.supports(url):
-        kwargs_json = [b'{"payload":' + p.model_dump_json().encode() + b"}" for p in payloads]
-        broker_publish.publisher(url).publish_many(TaskName.INGEST_TURNS, kwargs_json, Queue.INGEST)
+    if not broker_publish.supports(url):
+        app = producer_app(url)
+        for p in payloads:
+            app.send_task(
+                TaskName.INGEST_TURNS,
+                kwargs={"payload": p.model_dump(mode="json")},
+                queue=Queue.INGEST,
+            )
         return
-    app = producer_app(url)
-    for p in payloads:
-        app.send_task(
-            TaskName.INGEST_TURNS, kwargs={"payload": p.model_dump(mode="json")}, queue=Queue.INGEST
-        )
+    bodies = [p.model_dump_json().encode() for p in payloads]
+    messages = [
+        broker_publish.task_message(TaskName.INGEST_TURNS, b'{"payload":' + b + b"}", Queue.INGEST)
+        for b in bodies
+    ]
+    client = broker_publish.publisher(url).client
+    with client.pipeline(transaction=True) as pipe:
+        now = time.time()
+        for (task_id, _), body in zip(messages, bodies, strict=True):
+            inbox.stage(pipe, task_id, body, now=now)
+        # LPUSH m1 m2 leaves m1 at the tail, where BRPOP consumes first: FIFO.
+        pipe.lpush(Queue.INGEST.value, *[m for _, m in messages])
+        pipe.execute()
+
+
+def resend_from_inbox(task_id: str, body: bytes, *, broker_url: str) -> None:
+    """Re-send a payload the inbox still holds, under its original task id, so the
+    worker that persists it clears that same inbox entry."""
+    message = broker_publish.task_message(
+        TaskName.INGEST_TURNS, b'{"payload":' + body + b"}", Queue.INGEST, task_id=task_id
+    )
+    broker_publish.publisher(broker_url).client.lpush(Queue.INGEST.value, message[1])
 
 
 def send_payload(payload: IngestPayload, *, broker_url: str | None = None) -> None:

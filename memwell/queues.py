@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from kombu import Exchange
+from kombu import Queue as KombuQueue
+
 
 class Queue(StrEnum):
     INGEST = "ingest"  # fast, no network: persist turns
@@ -21,6 +24,9 @@ class TaskName(StrEnum):
     # --- retrieval (issue 4) ---
     FLUSH_ACCESS = "memwell.flush_access"
     MAINTAIN_ANN = "memwell.maintain_ann_indexes"
+    DECAY = "memwell.maintenance.decay"
+    PRUNE = "memwell.maintenance.prune"
+    CLOSE_IDLE_SESSIONS = "memwell.maintenance.close_idle_sessions"
 
 
 TASK_QUEUES: dict[TaskName, Queue] = {
@@ -30,6 +36,9 @@ TASK_QUEUES: dict[TaskName, Queue] = {
     TaskName.SUMMARIZE_SESSION: Queue.INGEST,
     TaskName.FLUSH_ACCESS: Queue.MAINTENANCE,
     TaskName.MAINTAIN_ANN: Queue.MAINTENANCE,
+    TaskName.DECAY: Queue.MAINTENANCE,
+    TaskName.PRUNE: Queue.MAINTENANCE,
+    TaskName.CLOSE_IDLE_SESSIONS: Queue.MAINTENANCE,
 }
 
 
@@ -38,3 +47,12 @@ def pipeline_queue(uses_llm: bool, *, local: Queue) -> Queue:
     the model endpoint, else its local queue (`embed` for consolidation, `ingest`
     for summaries)."""
     return Queue.LLM if uses_llm else local
+
+
+def kombu_queues() -> list[KombuQueue]:
+    """The broker-side queues. One direct exchange per queue: without it Celery binds
+    every queue to the default exchange under one routing key, which fans a message
+    out to all of them on transports that honour bindings."""
+    return [
+        KombuQueue(q.value, Exchange(q.value, type="direct"), routing_key=q.value) for q in Queue
+    ]

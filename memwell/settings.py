@@ -255,6 +255,77 @@ class Settings(BaseSettings):
         description="Processes per worker when --concurrency is not given.",
     )
 
+    # --- maintenance: beat jobs (decay, prune, TTL, idle sessions, sweep) --------------
+    # Decay: strength = 2 ^ -(days since last use / half_life), with
+    # half_life = decay_half_life_days * (1 + decay_importance_boost * importance)
+    #                                 * (1 + decay_use_boost * ln(1 + uses)).
+    decay_half_life_days: float = Field(
+        default=7.0, gt=0, validation_alias="MEMWELL_DECAY_HALF_LIFE_DAYS"
+    )
+    decay_importance_boost: float = Field(
+        default=4.0, ge=0, validation_alias="MEMWELL_DECAY_IMPORTANCE_BOOST"
+    )
+    decay_use_boost: float = Field(default=1.0, ge=0, validation_alias="MEMWELL_DECAY_USE_BOOST")
+    decay_every_s: float = Field(default=3600.0, gt=0, validation_alias="MEMWELL_DECAY_EVERY_S")
+    prune_retention_floor: float = Field(
+        default=0.05, ge=0, le=1, validation_alias="MEMWELL_PRUNE_RETENTION_FLOOR"
+    )
+    prune_importance_floor: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        validation_alias="MEMWELL_PRUNE_IMPORTANCE_FLOOR",
+        description="Memories at or above this importance are never pruned.",
+    )
+    prune_grace_days: float = Field(
+        default=30.0,
+        ge=0,
+        validation_alias="MEMWELL_PRUNE_GRACE_DAYS",
+        description="Tombstones are hard-deleted this long after they were made.",
+    )
+    prune_every_s: float = Field(default=3600.0, gt=0, validation_alias="MEMWELL_PRUNE_EVERY_S")
+    ttl_days_by_kind: dict[str, float] = Field(
+        default_factory=lambda: {"episode": 90.0},
+        validation_alias="MEMWELL_TTL_DAYS_BY_KIND",
+        description='JSON, e.g. {"episode": 90}: a memory of that kind with no explicit '
+        "expires_at expires this many days after it was last seen, used or reinforced.",
+    )
+    idle_session_minutes: float = Field(
+        default=30.0, gt=0, validation_alias="MEMWELL_IDLE_SESSION_MINUTES"
+    )
+    close_idle_every_s: float = Field(
+        default=300.0, gt=0, validation_alias="MEMWELL_CLOSE_IDLE_EVERY_S"
+    )
+    sweep_after_s: float = Field(
+        default=300.0,
+        gt=0,
+        validation_alias="MEMWELL_SWEEP_AFTER_S",
+        description="A turn pending (and not re-dispatched) for this long is re-dispatched.",
+    )
+    sweep_every_s: float = Field(default=60.0, gt=0, validation_alias="MEMWELL_SWEEP_EVERY_S")
+    sweep_max_attempts: int = Field(
+        default=20,
+        ge=1,
+        validation_alias="MEMWELL_SWEEP_MAX_ATTEMPTS",
+        description="After this many re-dispatches a pending turn is marked failed.",
+    )
+    sweep_backlog_threshold: int = Field(
+        default=1000,
+        ge=0,
+        validation_alias="MEMWELL_SWEEP_BACKLOG_THRESHOLD",
+        description="With more messages than this waiting in the consolidation queues, "
+        "the sweeper does not re-dispatch: pending turns are queued, not lost.",
+    )
+    maintenance_batch_size: int = Field(
+        default=500, ge=1, le=10_000, validation_alias="MEMWELL_MAINTENANCE_BATCH"
+    )
+    maintenance_max_batches: int = Field(
+        default=200,
+        ge=1,
+        validation_alias="MEMWELL_MAINTENANCE_MAX_BATCHES",
+        description="Batches one job run may do; the rest waits for the next run.",
+    )
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO",
         validation_alias="MEMWELL_LOG_LEVEL",

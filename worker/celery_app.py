@@ -15,11 +15,9 @@ Reliability, and why:
 from __future__ import annotations
 
 from celery import Celery
-from kombu import Exchange
-from kombu import Queue as KombuQueue
 
 from memwell import stack
-from memwell.queues import TASK_QUEUES, Queue
+from memwell.queues import TASK_QUEUES, Queue, kombu_queues
 from memwell.settings import Settings, get_settings
 from worker import observability  # noqa: F401  (signal handlers: logs, metrics)
 from worker.schedule import beat_schedule
@@ -27,7 +25,9 @@ from worker.schedule import beat_schedule
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
-    app = Celery("memwell", broker=stack.redis_url(settings), include=["worker.tasks"])
+    app = Celery(
+        "memwell", broker=stack.redis_url(settings), include=["worker.tasks", "worker.maintenance"]
+    )
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -38,13 +38,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         worker_prefetch_multiplier=1,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         broker_connection_retry_on_startup=True,
-        # One direct exchange per queue: without it Celery binds every queue to the
-        # default exchange under one routing key, which fans a message out to all of them
-        # on transports that honour bindings.
-        task_queues=[
-            KombuQueue(q.value, Exchange(q.value, type="direct"), routing_key=q.value)
-            for q in Queue
-        ],
+        task_queues=kombu_queues(),
         task_default_queue=Queue.INGEST.value,
         task_default_exchange=Queue.INGEST.value,
         task_default_routing_key=Queue.INGEST.value,
@@ -56,7 +50,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_soft_time_limit=240,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
-        beat_schedule=beat_schedule(settings.access_flush_every_s),
+        beat_schedule=beat_schedule(settings),
         timezone="UTC",
     )
     return app

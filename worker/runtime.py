@@ -63,6 +63,18 @@ def get_runtime() -> Runtime:
         return _runtime
 
 
+_redis: redis.Redis | None = None
+
+
+def get_redis() -> redis.Redis:
+    """This process's Redis client (locks, the enqueue inbox, session buffers)."""
+    global _redis
+    with _lock:
+        if _redis is None:
+            _redis = redis.Redis.from_url(stack.redis_url(get_settings()))
+        return _redis
+
+
 @worker_process_init.connect
 def _warm_up(**_: object) -> None:
     get_runtime()

@@ -4,7 +4,6 @@ pipeline function. Arguments are keyword-only ids and plain data, never objects.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 import redis
@@ -13,7 +12,7 @@ import sqlalchemy.exc
 from celery import Task
 from pydantic import ValidationError
 
-from memwell import stack
+from memwell import inbox, stack
 from memwell.access import flush_access
 from memwell.ann import maintain_ann_indexes
 from memwell.deadletter import record_dead_letter
@@ -22,11 +21,10 @@ from memwell.pipeline.consolidate import consolidate_pending
 from memwell.pipeline.persist import persist_turns
 from memwell.pipeline.stats import record_batch
 from memwell.pipeline.summarize import TurnsNotPersisted, fold_into_summary
-from memwell.pipeline.sweep import stale_pending_turns
 from memwell.queues import Queue, TaskName, pipeline_queue
 from memwell.turns import IngestPayload
 from worker.celery_app import app
-from worker.runtime import get_runtime
+from worker.runtime import get_redis, get_runtime
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +42,26 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     TurnsNotPersisted,  # a summary waits for its turns' ingest
 )
 
-SWEEP_AFTER = timedelta(minutes=5)
-SWEEP_BATCH = 1000
 ACCESS_FLUSH_ROUNDS = 20  # bounded: at most this many batches per beat tick
 
 
 class MemwellTask(Task[Any, Any]):
     """Retries transient failures with backoff; a task that fails for good becomes a
-    dead letter instead of vanishing into a log."""
+    dead letter instead of vanishing into a log.
+
+    Backoff doubles from 2 s up to 120 s, with full jitter (each wait is drawn from
+    0..cap, so a herd of retries spreads out when Postgres comes back). Ten retries
+    wait 0..606 s in total, which may be short of a long outage: that is fine for
+    tasks whose input is already in Postgres (a consolidate task that gives up leaves
+    its turns pending, and the sweeper re-dispatches them). `ingest_turns` overrides
+    it: its payload lives only in the broker, so it never gives up on a transient
+    error."""
 
     autoretry_for = TRANSIENT_ERRORS
     retry_backoff = 2
     retry_backoff_max = 120
     retry_jitter = True
-    max_retries = 10
+    max_retries: int | None = 10
     acks_late = True
 
     def on_failure(
@@ -81,12 +85,28 @@ def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: An
         log.exception("could not record dead letter for %s: %s", task_name, error)
 
 
+def _inbox_done(task_id: object) -> None:
+    """The payload is persisted (or dead-lettered): the sweeper need not re-send it.
+    Best effort: a leftover entry only costs one idempotent re-send."""
+    if not isinstance(task_id, str):
+        return
+    try:
+        inbox.done(get_redis(), task_id)
+    except redis.exceptions.RedisError:
+        log.warning("could not clear inbox entry %s; the sweeper will re-send it", task_id)
+
+
 @app.task(
     base=MemwellTask,
     bind=True,
     name=TaskName.INGEST_TURNS.value,
     soft_time_limit=30,
     time_limit=60,
+    # The payload exists nowhere but in this message: giving up would lose turns that
+    # enqueue_turn acknowledged. Retry transient errors (Postgres down) until it is
+    # back, every <= 60 s.
+    max_retries=None,
+    retry_backoff_max=60,
 )
 def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int]:
     """Persist a batch of turns, then dispatch their consolidation."""
@@ -95,9 +115,11 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     except ValidationError as exc:
         # A poison message: retrying cannot fix it. Keep it, and keep the worker alive.
         _dead_letter(self.name, {"payload": payload}, f"invalid payload: {exc}", None)
+        _inbox_done(self.request.id)
         return {"rejected": 1, "persisted": 0}
     with get_runtime().sessions.begin() as session:
         new_ids = persist_turns(session, parsed)
+    _inbox_done(self.request.id)
     consolidate_turns.apply_async(
         kwargs={"tenant": parsed.tenant, "turn_ids": [t.id for t in parsed.turns]},
         queue=_consolidate_queue(),
@@ -171,28 +193,6 @@ def summarize_session(
 def _consolidate_queue() -> str:
     uses_llm = get_runtime().settings.pipeline_uses_llm
     return pipeline_queue(uses_llm, local=Queue.EMBED).value
-
-
-@app.task(
-    base=MemwellTask,
-    bind=True,
-    name=TaskName.SWEEP_PENDING.value,
-    soft_time_limit=50,
-    time_limit=60,
-)
-def sweep_pending(self: MemwellTask) -> dict[str, int]:
-    """Re-dispatch consolidation for turns pending longer than SWEEP_AFTER."""
-    runtime = get_runtime()
-    with runtime.sessions.begin() as session:
-        stale = stale_pending_turns(session, older_than=SWEEP_AFTER, limit=SWEEP_BATCH)
-    step = runtime.settings.embedding_batch_size
-    for tenant, ids in stale.items():
-        for start in range(0, len(ids), step):
-            consolidate_turns.apply_async(
-                kwargs={"tenant": tenant, "turn_ids": ids[start : start + step]},
-                queue=_consolidate_queue(),
-            )
-    return {"redispatched": sum(len(ids) for ids in stale.values())}
 
 
 # --- retrieval (issue 4) ---------------------------------------------------------------

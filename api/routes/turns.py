@@ -8,17 +8,18 @@ from fastapi import APIRouter, status
 
 from api.deps import StateDep, TenantDep
 from api.schemas import TurnBatch, TurnBatchAccepted, TurnStatus
-from memwell.enqueue import enqueue_turns
 from memwell.turn_status import get_turn
+from memwell.turns import IngestPayload
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"])
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED)
 async def post_turns(body: TurnBatch, state: StateDep, tenant: TenantDep) -> TurnBatchAccepted:
-    ids = await asyncio.to_thread(
-        enqueue_turns, body.turns, tenant=tenant, broker_url=state.chat_broker_url
-    )
+    """202 only once the turns are in Postgres (the outbox): a broker loss after this
+    answer cannot lose them, the sweeper re-dispatches."""
+    await asyncio.to_thread(state.accept, IngestPayload(tenant=tenant, turns=body.turns))
+    ids = [t.id for t in body.turns]
     return TurnBatchAccepted(accepted=len(ids), turn_ids=ids)
 
 

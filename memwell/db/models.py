@@ -71,6 +71,9 @@ class Turn(Base):
     status: Mapped[str] = mapped_column(String(16), server_default=text("'pending'"))
     attempts: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When the sweeper last re-dispatched it (NULL: only the dispatch at receipt). The
+    # sweeper claims on it, so two sweepers never re-dispatch the same turn twice.
+    dispatched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     error: Mapped[str | None] = mapped_column(Text)
     metadata_: Mapped[dict[str, Any]] = mapped_column(
         "metadata", JSONB, server_default=text("'{}'::jsonb")
@@ -149,6 +152,13 @@ class Memory(Base):
             postgresql_where=text("deleted_at IS NULL AND superseded_by IS NULL"),
         ),
         Index("ix_memories_fts", "fts", postgresql_using="gin"),
+        # Prune's hard delete walks tombstones oldest first; live rows are not indexed.
+        Index(
+            "ix_memories_tombstones",
+            "deleted_at",
+            "id",
+            postgresql_where=text("deleted_at IS NOT NULL"),
+        ),
     )
 
 

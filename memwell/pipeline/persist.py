@@ -69,6 +69,10 @@ def _touch_sessions(session: Session, payload: IngestPayload, inserted: set[str]
             "last_activity_at": func.greatest(
                 ChatSession.last_activity_at, stmt.excluded.last_activity_at
             ),
+            # A new turn in a session the idle job closed resumes it: it will be
+            # summarized and closed again when it next goes idle.
+            "status": "open",
+            "closed_at": None,
         },
     )
     session.execute(stmt)

@@ -1,0 +1,86 @@
+"""`memwell maintenance decay|prune|sweep|close-idle [--dry-run]`: the beat jobs by
+hand, through the same functions the scheduled tasks call. A run walks to the end
+(no batch cap), printing what it did; --dry-run changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+import click
+import redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell import stack
+from memwell.db.engine import make_engine, make_sessionmaker
+from memwell.maintenance.batches import JobReport
+from memwell.maintenance.jobs import run_close_idle, run_decay, run_prune, run_sweep
+from memwell.settings import Settings, get_settings
+
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Report what would change; change nothing."
+)
+
+
+@contextmanager
+def _database() -> Iterator[tuple[sessionmaker[Session], Settings]]:
+    settings = get_settings()
+    # No batch cap by hand: the operator asked for the whole job.
+    settings = settings.model_copy(update={"maintenance_max_batches": 10**9})
+    engine = make_engine(stack.database_url(settings), pool_size=1)
+    try:
+        yield make_sessionmaker(engine), settings
+    finally:
+        engine.dispose()
+
+
+def _redis(settings: Settings) -> redis.Redis:
+    return redis.Redis.from_url(stack.redis_url(settings))
+
+
+def _echo(report: JobReport) -> None:
+    click.echo(json.dumps(report.as_dict(), sort_keys=True))
+
+
+def _run(job: Callable[[sessionmaker[Session], Settings, datetime], JobReport]) -> None:
+    with _database() as (sessions, settings):
+        _echo(job(sessions, settings, datetime.now(UTC)))
+
+
+@click.group()
+def maintenance() -> None:
+    """Run a beat job by hand."""
+
+
+@maintenance.command()
+@dry_run_option
+def decay(dry_run: bool) -> None:
+    """Store the retention strength of every live memory."""
+    _run(lambda s, cfg, now: run_decay(s, cfg, now=now, dry_run=dry_run))
+
+
+@maintenance.command()
+@dry_run_option
+def prune(dry_run: bool) -> None:
+    """Tombstone expired and faded memories; hard-delete old tombstones."""
+    _run(lambda s, cfg, now: run_prune(s, cfg, now=now, dry_run=dry_run))
+
+
+@maintenance.command("close-idle")
+@dry_run_option
+def close_idle(dry_run: bool) -> None:
+    """Summarize, close and flush the buffers of idle sessions."""
+    _run(lambda s, cfg, now: run_close_idle(s, cfg, _redis(cfg), now=now, dry_run=dry_run))
+
+
+@maintenance.command()
+@dry_run_option
+def sweep(dry_run: bool) -> None:
+    """Re-dispatch turns stuck in pending; report dead letters."""
+    _run(
+        lambda s, cfg, now: run_sweep(
+            s, cfg, _redis(cfg), broker_url=stack.redis_url(cfg), now=now, dry_run=dry_run
+        )
+    )
