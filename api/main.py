@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.bodylimit import BodyLimitMiddleware
 from api.errors import install_error_handlers
-from api.routes import chat, health, turns
+from api.openapi import install_openapi
+from api.routes import chat, health, turns, users
 from api.state import build_state
 from memwell.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -18,6 +23,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if resolved.auth_disabled:
+            log.warning(
+                "AUTH IS DISABLED (MEMWELL_AUTH_DISABLED=true): every caller acts as tenant "
+                "%r with every scope. Never expose this API beyond your machine.",
+                resolved.default_tenant,
+            )
         app.state.memwell = build_state(resolved)
         try:
             yield
@@ -26,6 +37,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Memwell", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
-    for module in (health, chat, turns):
+    install_openapi(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.max_body_bytes)
+    for module in (health, chat, turns, users):
         app.include_router(module.router)
     return app

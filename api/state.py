@@ -6,15 +6,17 @@ from dataclasses import dataclass
 from functools import partial
 
 import redis.asyncio as aioredis
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memwell import stack
 from memwell.buffer import SessionBuffer
 from memwell.chat import ChatDeps
 from memwell.db.engine import make_async_engine, make_async_sessionmaker
+from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.enqueue import send_payload
 from memwell.llm import build_chat_model
+from memwell.ratelimit import RateLimiter
 from memwell.settings import Settings
 
 
@@ -25,6 +27,9 @@ class AppState:
     redis: aioredis.Redis
     chat: ChatDeps
     chat_broker_url: str
+    #: the connecting role, for what precedes a tenant: API key lookups
+    system_sessions: async_sessionmaker[AsyncSession]
+    limiter: RateLimiter | None
 
     async def aclose(self) -> None:
         await self.redis.aclose()
@@ -37,7 +42,8 @@ def build_state(settings: Settings) -> AppState:
     client = aioredis.Redis.from_url(redis_url)
     deps = ChatDeps(
         settings=settings,
-        sessions=make_async_sessionmaker(engine),
+        # Every request's queries run as `memwell_app` under row-level security.
+        sessions=make_async_tenant_sessionmaker(engine),
         buffer=SessionBuffer(
             client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         ),
@@ -45,6 +51,17 @@ def build_state(settings: Settings) -> AppState:
         model=build_chat_model(settings),
         send=partial(send_payload, broker_url=redis_url),
     )
+    limiter = (
+        RateLimiter(client, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
+        if settings.rate_limit_per_s > 0
+        else None
+    )
     return AppState(
-        settings=settings, engine=engine, redis=client, chat=deps, chat_broker_url=redis_url
+        settings=settings,
+        engine=engine,
+        redis=client,
+        chat=deps,
+        chat_broker_url=redis_url,
+        system_sessions=make_async_sessionmaker(engine),
+        limiter=limiter,
     )

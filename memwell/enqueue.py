@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
@@ -88,6 +88,10 @@ def enqueue_turns(
     """Validate all turns first (so a bad one sends nothing), then send them in
     chunks of `chunk_size` turns per task. Returns the turn ids in input order."""
     validated = [t if isinstance(t, TurnIn) else TurnIn.model_validate(t) for t in turns]
+    # Stamp the event time now, not at persist: an erasure drops queued turns by
+    # comparing their event time with its own, and the queue may be long.
+    now = datetime.now(UTC)
+    validated = [t if t.created_at else t.model_copy(update={"created_at": now}) for t in validated]
     resolved_tenant = tenant or get_settings().default_tenant
     for start in range(0, len(validated), chunk_size):
         payload = IngestPayload(tenant=resolved_tenant, turns=validated[start : start + chunk_size])

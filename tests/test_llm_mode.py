@@ -25,7 +25,9 @@ def fake() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="module")
-def llm_api(stack_env: dict[str, str], fake: FakeOpenAI) -> Iterator[TestClient]:
+def llm_api(
+    stack_env: dict[str, str], fake: FakeOpenAI, auth_headers: dict[str, str]
+) -> Iterator[TestClient]:
     settings = Settings(
         database_url=stack_env["DATABASE_URL"],
         redis_url=stack_env["REDIS_URL"],
@@ -35,7 +37,7 @@ def llm_api(stack_env: dict[str, str], fake: FakeOpenAI) -> Iterator[TestClient]
         embedding_provider="local",
         llm_timeout_s=5,
     )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), headers=auth_headers) as client:
         yield client
 
 

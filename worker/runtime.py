@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell import stack
 from memwell.db.engine import make_engine, make_sessionmaker
+from memwell.db.tenancy import make_tenant_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
 from memwell.settings import Settings, get_settings
 
@@ -23,7 +24,10 @@ from memwell.settings import Settings, get_settings
 @dataclass
 class Runtime:
     settings: Settings
+    #: the connecting role: cross-tenant maintenance (sweep, dead letters)
     sessions: sessionmaker[Session]
+    #: `memwell_app` under row-level security: everything done for one tenant
+    tenant_sessions: sessionmaker[Session]
     embedder: Embedder
     pid: int
 
@@ -42,6 +46,7 @@ def get_runtime() -> Runtime:
             _runtime = Runtime(
                 settings=settings,
                 sessions=make_sessionmaker(engine),
+                tenant_sessions=make_tenant_sessionmaker(engine),
                 embedder=build_embedder(settings),
                 pid=os.getpid(),
             )

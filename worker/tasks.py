@@ -13,6 +13,7 @@ import sqlalchemy.exc
 from celery import Task
 from pydantic import ValidationError
 
+from memwell.db.tenancy import tenant_transaction
 from memwell.deadletter import record_dead_letter
 from memwell.pipeline.consolidate import consolidate_pending
 from memwell.pipeline.persist import persist_turns
@@ -66,7 +67,7 @@ def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: An
                 task_name=task_name,
                 payload=payload,
                 error=error,
-                tenant=tenant if isinstance(tenant, str) else None,
+                tenant=tenant if isinstance(tenant, str) and 0 < len(tenant) <= 128 else None,
             )
     except Exception:  # the database may be the reason we are here
         log.exception("could not record dead letter for %s: %s", task_name, error)
@@ -85,9 +86,11 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
         parsed = IngestPayload.model_validate(payload)
     except ValidationError as exc:
         # A poison message: retrying cannot fix it. Keep it, and keep the worker alive.
-        _dead_letter(self.name, {"payload": payload}, f"invalid payload: {exc}", None)
+        # Keep its tenant when it names one, so a user's erasure can find the letter.
+        tenant = payload.get("tenant") if isinstance(payload, dict) else None
+        _dead_letter(self.name, {"payload": payload}, f"invalid payload: {exc}", tenant)
         return {"rejected": 1, "persisted": 0}
-    with get_runtime().sessions.begin() as session:
+    with tenant_transaction(get_runtime().tenant_sessions, parsed.tenant) as session:
         new_ids = persist_turns(session, parsed)
     consolidate_turns.apply_async(
         kwargs={"tenant": parsed.tenant, "turn_ids": [t.id for t in parsed.turns]},
@@ -106,7 +109,7 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
 def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) -> dict[str, int]:
     """Embed and store memories for pending turns (these first), in one batch."""
     runtime = get_runtime()
-    with runtime.sessions.begin() as session:
+    with tenant_transaction(runtime.tenant_sessions, tenant) as session:
         report = consolidate_pending(
             session,
             runtime.embedder,

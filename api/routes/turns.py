@@ -6,16 +6,19 @@ import asyncio
 
 from fastapi import APIRouter, status
 
-from api.deps import StateDep, TenantDep
-from api.schemas import TurnBatch, TurnBatchAccepted, TurnStatus
+from api.deps import ReadTenantDep, StateDep, WriteTenantDep
+from api.schemas import IdentifierPath, TurnBatch, TurnBatchAccepted, TurnStatus
+from memwell.db.tenancy import async_tenant_session
 from memwell.enqueue import enqueue_turns
+from memwell.limits import check_turns
 from memwell.turn_status import get_turn
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"])
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED)
-async def post_turns(body: TurnBatch, state: StateDep, tenant: TenantDep) -> TurnBatchAccepted:
+async def post_turns(body: TurnBatch, state: StateDep, tenant: WriteTenantDep) -> TurnBatchAccepted:
+    check_turns(body.turns, state.settings)
     ids = await asyncio.to_thread(
         enqueue_turns, body.turns, tenant=tenant, broker_url=state.chat_broker_url
     )
@@ -23,8 +26,10 @@ async def post_turns(body: TurnBatch, state: StateDep, tenant: TenantDep) -> Tur
 
 
 @router.get("/{turn_id}")
-async def get_turn_status(turn_id: str, state: StateDep, tenant: TenantDep) -> TurnStatus:
-    async with state.chat.sessions() as session:
+async def get_turn_status(
+    turn_id: IdentifierPath, state: StateDep, tenant: ReadTenantDep
+) -> TurnStatus:
+    async with async_tenant_session(state.chat.sessions, tenant) as session:
         turn = await get_turn(session, tenant=tenant, turn_id=turn_id)
     if turn is None:
         # Unknown is an answer, not an error: the turn may still be in the queue.
