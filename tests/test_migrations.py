@@ -52,7 +52,7 @@ def _has_vector_extension(url: str) -> bool:
         )
 
 
-def test_upgrade_downgrade_upgrade(postgres: PostgresService) -> None:
+def test_upgrade_downgrade_upgrade(postgres: PostgresService, database_url: str) -> None:
     url = postgres.create_database("memwell_migrations_updown")
     migrate.upgrade(url)
     assert _tables(url) == TABLES
