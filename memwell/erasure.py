@@ -36,9 +36,10 @@ _SCAN_BATCH: Final = 500
 
 # A dead letter holds a task's kwargs: an ingest payload's turns, or ids. Any object
 # anywhere in it with this user's id marks the letter as the user's.
-_MENTIONS_USER = text(
-    "jsonb_path_exists(dead_letters.payload, '$.** ? (@.user_id == $u)', :vars)"
-).bindparams(bindparam("vars", type_=JSONB))
+def _mentions_user(user_id: str) -> Any:
+    return text(
+        "jsonb_path_exists(dead_letters.payload, '$.** ? (@.user_id == $u)', :vars)"
+    ).bindparams(bindparam("vars", value={"u": user_id}, type_=JSONB))
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,7 @@ def erase_user_rows(
         "dead_letters": _count(
             session,
             delete(DeadLetter)
-            .where(DeadLetter.tenant == tenant, _MENTIONS_USER)
-            .params(vars={"u": user_id})
+            .where(DeadLetter.tenant == tenant, _mentions_user(user_id))
             .returning(DeadLetter.id),
         ),
     }
