@@ -31,6 +31,9 @@ def tight(stack_env: dict[str, str], auth_headers: dict[str, str]) -> Iterator[T
         yield client
 
 
+OK_TURN = b'{"turns": [{"user_id": "u", "session_id": "s", "content": "ok"'
+
+
 def _turn(**overrides: Any) -> dict[str, Any]:
     return {"user_id": "u", "session_id": "s", "content": "hello", **overrides}
 
@@ -67,7 +70,9 @@ def test_batch_size_setting_is_413(tight: TestClient) -> None:
 
 def test_metadata_size_hard_cap_is_422(api: TestClient) -> None:
     big = {"blob": "z" * MAX_METADATA_BYTES}
-    _assert_problem(api.post("/v1/turns", json={"turns": [_turn(metadata=big)]}), 422, "invalid-input")
+    _assert_problem(
+        api.post("/v1/turns", json={"turns": [_turn(metadata=big)]}), 422, "invalid-input"
+    )
 
 
 def test_metadata_size_setting_is_413(tight: TestClient) -> None:
@@ -120,12 +125,12 @@ def test_malformed_chat_fields_are_422(api: TestClient, body: dict[str, Any], wh
     [
         # A lone surrogate, legal as a JSON escape, not as UTF-8 text.
         b'{"turns": [{"user_id": "u", "session_id": "s", "content": "a\\ud800b"}]}',
-        b'{"turns": [{"user_id": "u", "session_id": "s", "content": "ok", "metadata": {"a": NaN}}]}',
-        b'{"turns": [{"user_id": "u", "session_id": "s", "content": "ok", "metadata": {"a": "\\u0000"}}]}',
-        b'{"turns": [{"user_id": "u", "session_id": "s", "content": "ok", "created_at": "0001-01-01T00:00:00Z"}]}',
-        b'{"turns": [{"user_id": "u", "session_id": "s", "content": "ok", "created_at": "2999-01-01T00:00:00Z"}]}',
-        b'{"turns": [{"user_id": "u", "session_id": "s", "content": "ok", "created_at": "yesterday"}]}',
-        b'{"turns": [{"user_id": "u", "session_id": "s", "content": "ok", "role": "root"}]}',
+        OK_TURN + b', "metadata": {"a": NaN}}]}',
+        OK_TURN + b', "metadata": {"a": "\\u0000"}}]}',
+        OK_TURN + b', "created_at": "0001-01-01T00:00:00Z"}]}',
+        OK_TURN + b', "created_at": "2999-01-01T00:00:00Z"}]}',
+        OK_TURN + b', "created_at": "yesterday"}]}',
+        OK_TURN + b', "role": "root"}]}',
         b'{"turns": "all of them"}',
         b"[1, 2, 3]",
         b"{not json",

@@ -32,7 +32,9 @@ def _turn(tenant: str, turn_id: str, user: str) -> dict[str, object]:
 def two_tenants(db: sessionmaker[Session], ids: dict[str, str]) -> tuple[str, str]:
     a, b = ids["tenant"] + "-a", ids["tenant"] + "-b"
     with db.begin() as session:
-        session.execute(insert(Turn), [_turn(a, "t1", "u"), _turn(a, "t2", "u"), _turn(b, "t1", "u")])
+        session.execute(
+            insert(Turn), [_turn(a, "t1", "u"), _turn(a, "t2", "u"), _turn(b, "t1", "u")]
+        )
     return a, b
 
 
@@ -67,19 +69,21 @@ def test_cannot_change_or_create_rows_of_another_tenant(
             update(Turn).where(Turn.tenant == b).values(content="overwritten")
         ).rowcount
         assert changed == 0
-    with pytest.raises(sqlalchemy.exc.ProgrammingError, match="row-level security"):
-        with tenant_transaction(maker, a) as session:
-            session.execute(insert(Turn), [_turn(b, "forged", "u")])
+    forbidden = pytest.raises(sqlalchemy.exc.ProgrammingError, match="row-level security")
+    with forbidden, tenant_transaction(maker, a) as session:
+        session.execute(insert(Turn), [_turn(b, "forged", "u")])
     with db() as session:
         assert session.scalar(select(Turn.content).where(Turn.tenant == b)) == f"secret of {b}"
         assert session.get(Turn, (b, "forged")) is None
 
 
+ROLE_FLAGS = "SELECT rolsuper, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = %s"
+OWNERS = "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'"
+
+
 def test_app_role_is_not_privileged(engine: Engine) -> None:
     with engine.connect() as conn:
-        row = conn.execute(
-            text("SELECT rolsuper, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = 'memwell_app'")
-        ).one()
-        owners = set(conn.scalars(text("SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'")))
+        row = conn.exec_driver_sql(ROLE_FLAGS, ("memwell_app",)).one()
+        owners = set(conn.scalars(text(OWNERS)))
     assert tuple(row) == (False, False, False)
     assert "memwell_app" not in owners
