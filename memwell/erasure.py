@@ -34,6 +34,7 @@ from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 REDACTED: Final = "[redacted]"
 _SCAN_BATCH: Final = 500
 
+
 # A dead letter holds a task's kwargs: an ingest payload's turns, or ids. Any object
 # anywhere in it with this user's id marks the letter as the user's.
 def _mentions_user(user_id: str) -> Any:
