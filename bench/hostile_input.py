@@ -48,7 +48,7 @@ def _pytest(module: str, env: dict[str, str]) -> tuple[bool, str]:
     return proc.wait() == 0, "".join(lines)
 
 
-def _run(name: str, module: str, var: str, budget: int, pattern: str) -> Run:
+def _run(name: str, module: str, var: str, pattern: str, budget: int) -> Run:
     env = {**os.environ, var: str(budget), "HF_HUB_OFFLINE": "1"}
     print(f"== {name}: {var}={budget}", flush=True)
     started = time.monotonic()
