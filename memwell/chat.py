@@ -75,7 +75,8 @@ async def retrieve(
         w_recency=s.weight_recency,
         half_life_h=s.recency_half_life_h,
     )
-    async with deps.sessions() as session:
+    # The session runs as `memwell_app` for this tenant (row-level security).
+    async with deps.sessions(info={"tenant": tenant}) as session:
         hits = await search(session, params)
     if watch:
         watch.lap("retrieve", start)

@@ -195,6 +195,8 @@ def test_no_call_reaches_another_tenant(
     @given(me=st.integers(0, len(MARKERS) - 1), action=actions)
     def case(me: int, action: tuple[Any, ...]) -> None:
         world.cases += 1
+        if EXAMPLES >= 1000 and world.cases % 500 == 0:
+            print(f"  {world.cases}/{EXAMPLES} cases", flush=True)
         kind, *args = action
         {
             "status": _check_status,
