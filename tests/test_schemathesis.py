@@ -113,7 +113,7 @@ def _fuzz(operation: Any, mode: GenerationMode, headers: dict[str, str]) -> str 
     except Unsatisfiable:
         # No way to break an operation without inputs (GET /healthz): nothing to test.
         assert mode is GenerationMode.NEGATIVE and not operation.path_parameters
-    except Exception as exc:  # collected, so every operation is reported at once
+    except (Exception, BaseExceptionGroup) as exc:  # collected: report every operation
         return f"{operation.label} [{mode.value}]: {exc}"
     finally:
         RUN_COUNTS[f"{operation.label} [{mode.value}]"] = seen["n"]
