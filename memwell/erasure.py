@@ -68,10 +68,15 @@ def user_hash(tenant: str, user_id: str) -> str:
 
 
 def lock_users(session: Session, tenant: str, user_ids: Iterable[str], *, shared: bool) -> None:
-    """Transaction-scoped advisory locks per (tenant, user), in a fixed order."""
+    """Transaction-scoped advisory locks per (tenant, user), held until commit."""
+    # One round trip for the whole batch. Order does not matter for deadlocks: shared
+    # locks never wait on each other, and an erasure takes exactly one exclusive lock.
     fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    for digest in sorted({user_hash(tenant, u) for u in user_ids}):
-        session.execute(text(f"SELECT {fn}(hashtextextended(:k, 0))"), {"k": digest})
+    keys = sorted({user_hash(tenant, u) for u in user_ids})
+    session.execute(
+        text(f"SELECT {fn}(hashtextextended(k, 0)) FROM unnest(CAST(:keys AS text[])) AS k"),
+        {"keys": keys},
+    ).all()
 
 
 def erasures_of(session: Session, tenant: str, user_ids: Iterable[str]) -> dict[str, datetime]:

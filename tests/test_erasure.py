@@ -172,3 +172,14 @@ def test_redacting_a_memory_keeps_its_events_without_text(
     assert all("pregnant" not in (e.old_content or "") + (e.new_content or "") for e in mine)
     assert mine[1].old_content == REDACTED and mine[0].old_content is None
     assert next(e for e in events if e.memory_id == other).new_content == "I like tea"
+
+
+def test_ingest_holds_a_lock_that_an_erasure_must_wait_for(db: sessionmaker[Session]) -> None:
+    from memwell.erasure import lock_users, user_hash
+
+    probe = text("SELECT pg_try_advisory_xact_lock(hashtextextended(:k, 0))")
+    with db.begin() as ingest:
+        lock_users(ingest, "t", ["alice", "bob"], shared=True)
+        with db.begin() as erasure:
+            assert erasure.scalar(probe, {"k": user_hash("t", "bob")}) is False
+            assert erasure.scalar(probe, {"k": user_hash("t", "carol")}) is True
