@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.bodylimit import BodyLimitMiddleware
 from api.errors import install_error_handlers
 from api.observability import RequestContextMiddleware
 from api.observability import router as metrics_router
-from api.routes import chat, health, memories, retention, turns
+from api.openapi import install_openapi
+from api.routes import chat, health, memories, retention, turns, users
 from api.state import build_state
 from memwell.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -20,6 +25,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if resolved.auth_disabled:
+            log.warning(
+                "AUTH IS DISABLED (MEMWELL_AUTH_DISABLED=true): every caller acts as tenant "
+                "%r with every scope. Never expose this API beyond your machine.",
+                resolved.default_tenant,
+            )
         app.state.memwell = build_state(resolved)
         await app.state.memwell.warm_up()
         try:
@@ -29,8 +40,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Memwell", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    install_openapi(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.max_body_bytes)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(metrics_router)
-    for module in (health, chat, turns, memories, retention):
+    for module in (health, chat, turns, memories, retention, users):
         app.include_router(module.router)
     return app

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memwell.retrieval import MemoryHit, Overrides, SearchFilters
-from memwell.turns import Identifier, TurnIn
+from memwell.turns import MAX_BATCH_TURNS, MAX_CONTENT_CHARS, Identifier, TurnIn, check_text
+
+#: An id in a URL path, with the same rules as in a body (no control characters).
+IdentifierPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class ChatRequest(BaseModel):
@@ -17,14 +21,12 @@ class ChatRequest(BaseModel):
 
     user_id: Identifier
     session_id: Identifier
-    message: str = Field(min_length=1, max_length=32_000)
+    message: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
 
     @field_validator("message")
     @classmethod
     def _message_is_text(cls, value: str) -> str:
-        if "\x00" in value or not value.strip():
-            raise ValueError("message must be non-blank text without NUL bytes")
-        return value
+        return check_text(value, "message")
 
 
 class MemoryHitPublic(BaseModel):
@@ -58,7 +60,7 @@ class TurnBatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    turns: list[TurnIn] = Field(min_length=1, max_length=500)
+    turns: list[TurnIn] = Field(min_length=1, max_length=MAX_BATCH_TURNS)
 
 
 class TurnBatchAccepted(BaseModel):
@@ -212,3 +214,15 @@ class MemoryEventPublic(BaseModel):
 class MemoryHistory(BaseModel):
     memory_id: uuid.UUID
     events: list[MemoryEventPublic]
+
+
+class ErasureReceiptPublic(BaseModel):
+    """What an erasure removed, per store, and when. Repeating it is harmless."""
+
+    tenant: str
+    user_id: str
+    erased_at: datetime
+    counts: dict[str, int] = Field(
+        description="rows deleted per table (turns, memories, memory_events, sessions, "
+        "dead_letters) and Redis keys deleted (redis_keys)"
+    )

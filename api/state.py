@@ -9,7 +9,7 @@ from functools import partial
 
 import redis.asyncio as aioredis
 from sqlalchemy import Engine, text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memwell import stack
 from memwell.buffer import SessionBuffer
@@ -20,11 +20,13 @@ from memwell.db.engine import (
     make_engine,
     make_sessionmaker,
 )
+from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
 from memwell.enqueue import send_summarize
 from memwell.llm import build_chat_model
 from memwell.outbox import accept_turns
+from memwell.ratelimit import RateLimiter
 from memwell.settings import Settings
 from memwell.turns import IngestPayload
 
@@ -48,6 +50,9 @@ class AppState:
         async with self.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
         await self.redis.ping()
+    #: the connecting role, for what precedes a tenant: API key lookups
+    system_sessions: async_sessionmaker[AsyncSession]
+    limiter: RateLimiter | None
 
     async def aclose(self) -> None:
         await self.redis.aclose()
@@ -75,7 +80,8 @@ def build_state(settings: Settings) -> AppState:
     client = aioredis.Redis.from_url(redis_url)
     deps = ChatDeps(
         settings=settings,
-        sessions=make_async_sessionmaker(engine),
+        # Every request's queries run as `memwell_app` under row-level security.
+        sessions=make_async_tenant_sessionmaker(engine),
         buffer=SessionBuffer(
             client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         ),
@@ -88,6 +94,11 @@ def build_state(settings: Settings) -> AppState:
         summarize=partial(_summarize, redis_url),
         access=client,
     )
+    limiter = (
+        RateLimiter(client, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
+        if settings.rate_limit_per_s > 0
+        else None
+    )
     return AppState(
         settings=settings,
         engine=engine,
@@ -96,4 +107,6 @@ def build_state(settings: Settings) -> AppState:
         chat_broker_url=redis_url,
         outbox_engine=outbox_engine,
         accept=accept,
+        system_sessions=make_async_sessionmaker(engine),
+        limiter=limiter,
     )

@@ -86,7 +86,8 @@ async def retrieve(
     if watch:
         start = watch.lap("embed", start)
     model = deps.embedder.model_name
-    async with deps.sessions() as session:
+    # The session runs as `memwell_app` for this tenant (row-level security).
+    async with deps.sessions(info={"tenant": tenant}) as session:
         ann_dims = await deps.ann.dims_for(session, tenant, user_id, model)
         params = params_from_settings(
             deps.settings,

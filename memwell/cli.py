@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 from sqlalchemy.orm import Session, sessionmaker
@@ -112,7 +113,9 @@ def demo(api_url: str | None) -> None:
     """Replay a two-session conversation against a running stack and show recall."""
     from memwell.demo import run_demo
 
-    checks = run_demo(api_url or stack.api_url(get_settings()))
+    settings = get_settings()
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    checks = run_demo(api_url or stack.api_url(settings), api_key=key)
     if not all(c.found for c in checks):
         raise SystemExit(1)
 
@@ -262,6 +265,88 @@ def status(as_json: bool) -> None:
 
 
 main.add_command(maintenance)
+
+
+@main.group()
+def keys() -> None:
+    """Manage API keys (stored hashed; a key's secret is shown only when created)."""
+
+
+@keys.command("create")
+@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+@click.option("--name", required=True, help="What the key is for, e.g. 'billing-app prod'.")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(["read", "write", "admin"]),
+    default=("read", "write"),
+    show_default=True,
+)
+def keys_create(tenant: str | None, name: str, scopes: tuple[str, ...]) -> None:
+    """Create a key bound to one tenant and print it (once)."""
+    from memwell.apikeys import create_key
+
+    with _sessions().begin() as session:
+        created = create_key(
+            session, tenant=tenant or get_settings().default_tenant, name=name, scopes=scopes
+        )
+    click.echo(created.key)
+    click.echo(
+        f"id {created.id}  tenant {created.tenant}  scopes {','.join(created.scopes)}  "
+        "(store the key now: only its hash is kept)",
+        err=True,
+    )
+
+
+@keys.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's keys.")
+def keys_list(tenant: str | None) -> None:
+    """List keys: id, display prefix, tenant, name, scopes, created, revoked."""
+    from memwell.apikeys import list_keys
+
+    with _sessions()() as session:
+        for k in list_keys(session, tenant=tenant):
+            revoked = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live"
+            click.echo(
+                f"{k.id}  {k.prefix}…  {k.tenant}  {k.name!r}  {','.join(k.scopes)}  "
+                f"created {k.created_at:%Y-%m-%d %H:%M}  {revoked}"
+            )
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+def keys_revoke(key_id: str) -> None:
+    """Revoke a key by id or display prefix; it stops working at once."""
+    from memwell.apikeys import revoke_key
+
+    with _sessions().begin() as session:
+        when = revoke_key(session, key_id=key_id)
+    click.echo(f"revoked at {when.isoformat()}")
+
+
+@main.command("erase-user")
+@click.argument("user_id")
+@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+def erase_user_cmd(user_id: str, tenant: str | None) -> None:
+    """Erase a user everywhere (turns, memories, history, sessions, dead letters,
+    Redis buffers); queued turns are dropped when a worker picks them up. Prints
+    the receipt as JSON."""
+    import json
+
+    import redis
+
+    from memwell.db.engine import make_engine
+    from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction
+    from memwell.erasure import erase_user
+
+    settings = get_settings()
+    resolved = tenant or settings.default_tenant
+    sessions = make_tenant_sessionmaker(make_engine(stack.database_url(settings), pool_size=1))
+    client = redis.Redis.from_url(stack.redis_url(settings))
+    with tenant_transaction(sessions, resolved) as session:
+        receipt = erase_user(session, client, tenant=resolved, user_id=user_id)
+    click.echo(json.dumps(receipt.as_dict(), indent=2))
 
 
 if __name__ == "__main__":

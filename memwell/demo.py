@@ -107,11 +107,16 @@ def _ask(client: httpx.Client, user_id: str, say: Callable[[str], None]) -> list
 
 
 def run_demo(
-    api_url: str, *, say: Callable[[str], None] = print, timeout_s: float = 180
+    api_url: str,
+    *,
+    say: Callable[[str], None] = print,
+    timeout_s: float = 180,
+    api_key: str | None = None,
 ) -> list[RecallCheck]:
     """Run both sessions and report, per question, whether the top memory held the fact."""
     user_id = f"demo-{uuid.uuid4().hex[:8]}"
-    with httpx.Client(base_url=api_url, timeout=60) as client:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=api_url, timeout=60, headers=headers) as client:
         say(f"Waiting for the API at {api_url} ...")
         wait_ready(client, timeout_s=timeout_s)
         turn_ids = _state_facts(client, user_id, say)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
@@ -163,6 +163,10 @@ def enqueue_turns(
     `request_id` (default: the current request's) goes into the payload, so the
     worker's log lines for these turns carry it."""
     validated = [t if isinstance(t, TurnIn) else TurnIn.model_validate(t) for t in turns]
+    # Stamp the event time now, not at persist: an erasure drops queued turns by
+    # comparing their event time with its own, and the queue may be long.
+    now = datetime.now(UTC)
+    validated = [t if t.created_at else t.model_copy(update={"created_at": now}) for t in validated]
     resolved_tenant = tenant or get_settings().default_tenant
     payloads = [
         IngestPayload(

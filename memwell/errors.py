@@ -32,3 +32,31 @@ class ServiceUnavailable(MemwellError):
     """A backing service (Postgres, Redis, model endpoint) cannot be reached right now."""
 
     code = "unavailable"
+
+
+class TooLarge(MemwellError):
+    """The request is over a configured size limit (message, batch, metadata, body)."""
+
+    code = "too-large"
+
+
+class Unauthorized(MemwellError):
+    """No valid API key was presented."""
+
+    code = "unauthorized"
+
+
+class Forbidden(MemwellError):
+    """The key is valid but lacks the scope this operation needs."""
+
+    code = "forbidden"
+
+
+class RateLimited(MemwellError):
+    """The key has used up its request budget for now."""
+
+    code = "rate-limited"
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -384,6 +384,39 @@ class Settings(BaseSettings):
         description="Most turns in one POST /v1/turns batch.",
     )
 
+    # --- tenancy, auth and hostile input (issue 6) ------------------------------------------
+    auth_disabled: bool = Field(
+        default=False,
+        validation_alias="MEMWELL_AUTH_DISABLED",
+        description="Serve without API keys (every caller is MEMWELL_DEFAULT_TENANT). For "
+        "local development only; startup logs a warning. `memwell up` sets it for its "
+        "children unless the environment says otherwise.",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias="MEMWELL_API_KEY",
+        description="The key clients of this package (the demo) send as a Bearer token.",
+    )
+    rate_limit_per_s: float = Field(
+        default=50.0,
+        ge=0,
+        validation_alias="MEMWELL_RATE_LIMIT_PER_S",
+        description="Token-bucket refill rate per API key (requests/s); 0 turns it off.",
+    )
+    rate_limit_burst: int = Field(default=100, ge=1, validation_alias="MEMWELL_RATE_LIMIT_BURST")
+    max_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        validation_alias="MEMWELL_MAX_BODY_BYTES",
+        description="Request bodies over this are refused (413) before being read whole.",
+    )
+    max_metadata_bytes: int = Field(
+        default=16 * 1024,
+        ge=2,
+        validation_alias="MEMWELL_MAX_METADATA_BYTES",
+        description="Size of one turn's metadata as compact JSON.",
+    )
+
     @model_validator(mode="after")
     def _check_endpoint_pair(self) -> Settings:
         if self.openai_base_url is not None and not self.openai_base_url.startswith(

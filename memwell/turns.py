@@ -7,16 +7,82 @@ the dead-letter path instead of guessing.
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 
 PAYLOAD_VERSION: Literal[1] = 1
 
+#: Hard caps, part of the published schema. Settings may only lower them (then 413).
+MAX_CONTENT_CHARS: Final = 32_000
+MAX_BATCH_TURNS: Final = 500
+MAX_METADATA_BYTES: Final = 64 * 1024
+
+
+def is_utf8_text(value: str) -> bool:
+    """False for lone surrogates (JSON can carry them as \\ud800; UTF-8 cannot)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _utf8(value: str) -> str:
+    if not is_utf8_text(value):
+        raise ValueError("must be valid Unicode text (no lone surrogates)")
+    return value
+
+
+def check_text(value: str, what: str = "text") -> str:
+    """Refuse what Postgres or the prompt cannot hold: NUL, blank, lone surrogates."""
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL bytes")
+    if not value.strip():
+        raise ValueError(f"{what} must not be blank")
+    return _utf8(value)
+
+
+_ESCAPED_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def metadata_size(value: dict[str, Any]) -> int:
+    """Bytes of the metadata as compact JSON, the way it is stored."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        # allow_nan=False: Python's JSON reader accepts NaN, Postgres jsonb does not.
+        encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ValueError(f"metadata must be plain finite JSON: {exc}") from None
+    # json.dumps escapes control characters; jsonb refuses \u0000 even escaped.
+    if _ESCAPED_NUL.search(encoded):
+        raise ValueError("metadata must not contain NUL characters")
+    if not is_utf8_text(encoded):
+        raise ValueError("metadata must be valid Unicode text (no lone surrogates)")
+    if len(encoded.encode()) > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is over {MAX_METADATA_BYTES} bytes as JSON")
+    return value
+
+
 Identifier = Annotated[
-    str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")
+    str,
+    StringConstraints(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$"),
+    AfterValidator(_utf8),
 ]
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -40,7 +106,7 @@ class TurnIn(BaseModel):
     user_id: Identifier
     session_id: Identifier
     role: Role = "user"
-    content: str = Field(min_length=1, max_length=32_000)
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     created_at: datetime | None = Field(
         default=None, description="Event time (ISO-8601). Unset: the time it was received."
     )
@@ -49,17 +115,19 @@ class TurnIn(BaseModel):
         description="Free-form JSON kept with the turn. Keys the pipeline reads: "
         "`speaker` (who said it: named in extracted memories instead of 'The user'), "
         "`image_caption` (a shared image, remembered as 'X shared <caption>'), "
-        "`agent_id` (copied onto the memories).",
+        "`agent_id` (copied onto the memories). "
+        f"Plain JSON, at most {MAX_METADATA_BYTES} bytes.",
     )
 
     @field_validator("content")
     @classmethod
     def _content_is_text(cls, value: str) -> str:
-        if "\x00" in value:
-            raise ValueError("content must not contain NUL bytes")
-        if not value.strip():
-            raise ValueError("content must not be blank")
-        return value
+        return check_text(value, "content")
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_is_plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _check_metadata(value)
 
     @field_validator("created_at")
     @classmethod

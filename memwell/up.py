@@ -31,6 +31,36 @@ def _prepare_local_model(settings: Settings) -> None:
     ensure_onnx_model(settings.model_cache_dir, progress=lambda msg: log.info("model: %s", msg))
 
 
+def _auth_env(settings: Settings, database_url: str, *, with_demo: bool) -> dict[str, str]:
+    """The one-machine stack serves without keys unless told otherwise, so the README's
+    first command and its curl examples work with no setup; the API logs a warning.
+    With MEMWELL_AUTH_DISABLED=false, the demo gets a fresh read/write key instead."""
+    if "auth_disabled" not in settings.model_fields_set:
+        log.warning(
+            "auth is disabled for this local stack; set MEMWELL_AUTH_DISABLED=false to "
+            "require API keys (`memwell keys create`)"
+        )
+        return {"MEMWELL_AUTH_DISABLED": "true"}
+    if settings.auth_disabled or not with_demo or settings.api_key is not None:
+        return {}
+    from memwell.apikeys import create_key
+    from memwell.db.engine import make_engine, make_sessionmaker
+
+    engine = make_engine(database_url, pool_size=1)
+    try:
+        with make_sessionmaker(engine).begin() as session:
+            created = create_key(
+                session,
+                tenant=settings.default_tenant,
+                name="memwell up demo",
+                scopes=["read", "write"],
+            )
+    finally:
+        engine.dispose()
+    log.info("created API key %s… for the demo", created.prefix)
+    return {"MEMWELL_API_KEY": created.key}
+
+
 def run_up(settings: Settings, *, with_demo: bool, exit_after_demo: bool, python: Path) -> int:
     data = settings.data_dir.resolve()
     pg = None if settings.database_url else EmbeddedPostgres(pgdata=data / "pgdata")
@@ -53,6 +83,7 @@ def run_up(settings: Settings, *, with_demo: bool, exit_after_demo: bool, python
             "HF_HUB_OFFLINE": "1",
         }
         env.setdefault("MEMWELL_WORKER_METRICS_PORT", str(DEFAULT_WORKER_METRICS_PORT))
+        env.update(_auth_env(settings, database_url, with_demo=with_demo))
         if with_demo and "MEMWELL_LOG_LEVEL" not in os.environ:
             # Keep the demo's story readable; errors from the services still show.
             env["MEMWELL_LOG_LEVEL"] = "WARNING"

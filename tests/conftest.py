@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell import migrate
+from memwell.apikeys import create_key
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.settings import get_settings
 from tests import services
@@ -51,6 +52,10 @@ def stack_env(
         "MEMWELL_DATA_DIR": str(tmp_path_factory.mktemp("memwell-data")),
         "MEMWELL_EMBEDDING_PROVIDER": "local",
         "HF_HUB_OFFLINE": "1",
+        # Auth stays on (the default); the limiter is on but roomy, so only the
+        # rate-limit tests, with their own app, ever see a 429.
+        "MEMWELL_RATE_LIMIT_PER_S": "1000",
+        "MEMWELL_RATE_LIMIT_BURST": "100000",
     }
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         os.environ.pop(name, None)
@@ -68,10 +73,28 @@ def worker(stack_env: dict[str, str]) -> Iterator[WorkerProcess]:
 
 
 @pytest.fixture(scope="session")
-def api(stack_env: dict[str, str]) -> Iterator[TestClient]:
+def make_key(db: sessionmaker[Session]) -> Callable[..., dict[str, str]]:
+    """Create an API key; returns the Authorization header that carries it."""
+
+    def make(tenant: str = "default", scopes: tuple[str, ...] = ("admin",)) -> dict[str, str]:
+        with db.begin() as session:
+            created = create_key(session, tenant=tenant, name="test", scopes=scopes)
+        return {"Authorization": f"Bearer {created.key}"}
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def auth_headers(make_key: Callable[..., dict[str, str]]) -> dict[str, str]:
+    """An admin key of the default tenant: what the `api` client sends."""
+    return make_key("default", ("admin",))
+
+
+@pytest.fixture(scope="session")
+def api(stack_env: dict[str, str], auth_headers: dict[str, str]) -> Iterator[TestClient]:
     from api.main import create_app
 
-    with TestClient(create_app(get_settings())) as client:
+    with TestClient(create_app(get_settings()), headers=auth_headers) as client:
         yield client
 
 

@@ -22,7 +22,20 @@ TABLES = {
     "dead_letters",
     "llm_usage",
     "memory_ann_indexes",
+    "api_keys",
+    "user_erasures",
 }
+RLS_TABLES = TABLES - {"api_keys"}
+
+
+def _rls_tables(url: str) -> set[str]:
+    """Tables with row-level security on and a policy for the app role."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_policy p ON p.polrelid = c.oid "
+            "WHERE c.relrowsecurity AND p.polname = 'tenant_isolation'"
+        ).fetchall()
+    return {r[0] for r in rows}
 
 
 def _tables(url: str) -> set[str]:
@@ -41,11 +54,21 @@ def _has_vector_extension(url: str) -> bool:
         )
 
 
-def test_upgrade_downgrade_upgrade(postgres: PostgresService) -> None:
+def test_upgrade_downgrade_upgrade(postgres: PostgresService, database_url: str) -> None:
     url = postgres.create_database("memwell_migrations_updown")
     migrate.upgrade(url)
     assert _tables(url) == TABLES
+    assert _rls_tables(url) == RLS_TABLES
     assert _has_vector_extension(url)
+    # The role is cluster-wide and the test database still uses it: the downgrade
+    # must neither fail nor drop it from under that database.
+    migrate.downgrade(url, "0001")
+    assert _rls_tables(url) == set()
+    assert _tables(url) == TABLES - {"api_keys", "user_erasures"}
+    with psycopg.connect(libpq_url(url)) as conn:
+        assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'memwell_app'").fetchone()
+    migrate.upgrade(url)
+    assert _rls_tables(url) == RLS_TABLES
     migrate.downgrade(url, "base")
     assert _tables(url) == set()
     assert not _has_vector_extension(url)

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell import stack
 from memwell.buffer import SyncSessionBuffer
 from memwell.db.engine import make_engine, make_sessionmaker
+from memwell.db.tenancy import make_tenant_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
 from memwell.pipeline.factory import PipelineSteps, build_steps
@@ -28,7 +29,10 @@ from memwell.settings import Settings, get_settings
 @dataclass
 class Runtime:
     settings: Settings
+    #: the connecting role: cross-tenant maintenance (sweep, dead letters)
     sessions: sessionmaker[Session]
+    #: `memwell_app` under row-level security: everything done for one tenant
+    tenant_sessions: sessionmaker[Session]
     embedder: Embedder
     redis: redis.Redis
     buffer: SyncSessionBuffer
@@ -58,6 +62,7 @@ def get_runtime() -> Runtime:
                     client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
                 ),
                 steps=build_steps(settings, sessions=sessions, redis_client=client),
+                tenant_sessions=make_tenant_sessionmaker(engine),
                 pid=os.getpid(),
             )
         return _runtime

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from memwell import inbox, stack
 from memwell.access import flush_access
 from memwell.ann import maintain_ann_indexes
+from memwell.db.tenancy import tenant_transaction
 from memwell.deadletter import record_dead_letter
 from memwell.llm.ratelimit import RateLimited
 from memwell.pipeline.consolidate import consolidate_pending
@@ -79,7 +80,7 @@ def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: An
                 task_name=task_name,
                 payload=payload,
                 error=error,
-                tenant=tenant if isinstance(tenant, str) else None,
+                tenant=tenant if isinstance(tenant, str) and 0 < len(tenant) <= 128 else None,
             )
     except Exception:  # the database may be the reason we are here
         log.exception("could not record dead letter for %s: %s", task_name, error)
@@ -114,10 +115,12 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
         parsed = IngestPayload.model_validate(payload)
     except ValidationError as exc:
         # A poison message: retrying cannot fix it. Keep it, and keep the worker alive.
-        _dead_letter(self.name, {"payload": payload}, f"invalid payload: {exc}", None)
+        # Keep its tenant when it names one, so a user's erasure can find the letter.
+        tenant = payload.get("tenant") if isinstance(payload, dict) else None
+        _dead_letter(self.name, {"payload": payload}, f"invalid payload: {exc}", tenant)
         _inbox_done(self.request.id)
         return {"rejected": 1, "persisted": 0}
-    with get_runtime().sessions.begin() as session:
+    with tenant_transaction(get_runtime().tenant_sessions, parsed.tenant) as session:
         new_ids = persist_turns(session, parsed)
     _inbox_done(self.request.id)
     consolidate_turns.apply_async(
@@ -146,7 +149,8 @@ def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) ->
     size = steps.config.batch_size
     totals: dict[str, int] = {"turns": 0, "memories_added": 0, "batches": 0}
     for start in range(0, max(len(turn_ids), 1), size):
-        with runtime.sessions.begin() as session:
+        # Row-level security: this batch runs as `memwell_app` for this tenant only.
+        with tenant_transaction(runtime.tenant_sessions, tenant) as session:
             report = consolidate_pending(
                 session,
                 runtime.embedder,

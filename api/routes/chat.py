@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import StateDep, TenantDep
+from api.deps import StateDep, WriteTenantDep
 from api.schemas import ChatRequest, ChatResponse, MemoryHitPublic
 from memwell.chat import chat
+from memwell.limits import check_message
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
 
 @router.post("/chat")
-async def post_chat(body: ChatRequest, state: StateDep, tenant: TenantDep) -> ChatResponse:
+async def post_chat(body: ChatRequest, state: StateDep, tenant: WriteTenantDep) -> ChatResponse:
+    check_message(body.message, state.settings)
     result = await chat(
         state.chat,
         tenant=tenant,

@@ -6,8 +6,10 @@ import asyncio
 
 from fastapi import APIRouter, status
 
-from api.deps import StateDep, TenantDep
-from api.schemas import TurnBatch, TurnBatchAccepted, TurnStatus
+from api.deps import ReadTenantDep, StateDep, WriteTenantDep
+from api.schemas import IdentifierPath, TurnBatch, TurnBatchAccepted, TurnStatus
+from memwell.db.tenancy import async_tenant_session
+from memwell.limits import check_turns
 from memwell.turn_status import get_turn
 from memwell.turns import IngestPayload
 
@@ -15,17 +17,20 @@ router = APIRouter(prefix="/v1/turns", tags=["turns"])
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED)
-async def post_turns(body: TurnBatch, state: StateDep, tenant: TenantDep) -> TurnBatchAccepted:
+async def post_turns(body: TurnBatch, state: StateDep, tenant: WriteTenantDep) -> TurnBatchAccepted:
     """202 only once the turns are in Postgres (the outbox): a broker loss after this
     answer cannot lose them, the sweeper re-dispatches."""
+    check_turns(body.turns, state.settings)
     await asyncio.to_thread(state.accept, IngestPayload(tenant=tenant, turns=body.turns))
     ids = [t.id for t in body.turns]
     return TurnBatchAccepted(accepted=len(ids), turn_ids=ids)
 
 
 @router.get("/{turn_id}")
-async def get_turn_status(turn_id: str, state: StateDep, tenant: TenantDep) -> TurnStatus:
-    async with state.chat.sessions() as session:
+async def get_turn_status(
+    turn_id: IdentifierPath, state: StateDep, tenant: ReadTenantDep
+) -> TurnStatus:
+    async with async_tenant_session(state.chat.sessions, tenant) as session:
         turn = await get_turn(session, tenant=tenant, turn_id=turn_id)
     if turn is None:
         # Unknown is an answer, not an error: the turn may still be in the queue.

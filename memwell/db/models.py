@@ -280,3 +280,38 @@ class LlmUsage(Base):
     failures: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     # ... and items that then fell back to local mode.
     fallbacks: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+
+
+class ApiKey(Base):
+    """A tenant-bound API key. Only its SHA-256 and a short display prefix are stored:
+    the key itself is shown once, at creation."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
+    )
+    tenant: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+    __table_args__ = (
+        Index("uq_api_keys_key_hash", "key_hash", unique=True),
+        Index("ix_api_keys_tenant", "tenant", "created_at"),
+    )
+
+
+class UserErasure(Base):
+    """Tombstone of an erased user, keyed by a hash of the user id (the id itself is
+    gone too). Workers drop queued turns of the user that predate `erased_at`."""
+
+    __tablename__ = "user_erasures"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    user_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    erased_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    receipt: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))

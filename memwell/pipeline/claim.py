@@ -1,8 +1,10 @@
 """Claim pending turns for consolidation, in micro-batches.
 
-A consolidate task claims its own turns first, then tops the batch up with any
-other pending turns. Under a backlog this turns one-task-per-turn into batches of
-`limit` for the embedder, and the tasks whose turns were taken become no-ops.
+A consolidate task claims its own turns first, then tops the batch up with other
+pending turns of the same tenant (the task runs as that tenant under row-level
+security, so it could not see another tenant's turns anyway). Under a backlog this
+turns one-task-per-turn into batches of `limit` for the embedder, and the tasks
+whose turns were taken become no-ops.
 SKIP LOCKED lets several workers claim at once without waiting or double work.
 
 When the first claim comes back short, `claim_batch` lingers up to `linger_s`,
@@ -34,7 +36,7 @@ def claim_pending(
 ) -> list[Turn]:
     """Lock up to `limit` pending turns (these first) until the transaction ends."""
     mine = and_(Turn.tenant == tenant, Turn.id.in_(turn_ids))
-    stmt = select(Turn).where(Turn.status == "pending")
+    stmt = select(Turn).where(Turn.tenant == tenant, Turn.status == "pending")
     if exclude:
         stmt = stmt.where(tuple_(Turn.tenant, Turn.id).not_in(list(exclude)))
     stmt = (

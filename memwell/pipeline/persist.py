@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 from sqlalchemy import func
@@ -9,17 +10,24 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from memwell.db.models import ChatSession, Turn
+from memwell.erasure import erasures_of, lock_users
 from memwell.tokens import count_tokens
 from memwell.turns import IngestPayload
+
+log = logging.getLogger(__name__)
 
 
 def persist_turns(session: Session, payload: IngestPayload) -> list[str]:
     """Insert the payload's turns; a turn id seen before is left untouched.
 
     Returns the ids that were new. Session counters move only by new turns, so a
-    redelivered task changes nothing.
+    redelivered task changes nothing. Turns of an erased user that predate the
+    erasure (they were queued before it) are dropped, never stored.
     """
     received = datetime.now(UTC)
+    payload = drop_erased(session, payload, received=received)
+    if not payload.turns:
+        return []
     rows = [
         {
             "tenant": payload.tenant,
@@ -39,6 +47,25 @@ def persist_turns(session: Session, payload: IngestPayload) -> list[str]:
     inserted = set(session.scalars(stmt.returning(Turn.id)).all())
     _touch_sessions(session, payload, inserted)
     return [t.id for t in payload.turns if t.id in inserted]
+
+
+def drop_erased(session: Session, payload: IngestPayload, *, received: datetime) -> IngestPayload:
+    """The payload without turns of erased users whose event time is not after the
+    erasure. Holds shared per-user locks until commit, so an erasure waits for us and
+    we never read a tombstone that is about to be written."""
+    users = {t.user_id for t in payload.turns}
+    lock_users(session, payload.tenant, users, shared=True)
+    erased = erasures_of(session, payload.tenant, users)
+    if not erased:
+        return payload
+    kept = [
+        t
+        for t in payload.turns
+        if t.user_id not in erased or (t.created_at or received) > erased[t.user_id]
+    ]
+    dropped = len(payload.turns) - len(kept)
+    log.info("dropped %d queued turns of erased users (tenant %s)", dropped, payload.tenant)
+    return payload.model_copy(update={"turns": kept})
 
 
 def _touch_sessions(session: Session, payload: IngestPayload, inserted: set[str]) -> None:

@@ -1,0 +1,69 @@
+"""The published OpenAPI document, with every error response described as it is
+sent: application/problem+json, one `Problem` schema. Fuzzers and client generators
+then see exactly what the service answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "type": "object",
+    "required": ["type", "title", "status"],
+    "properties": {
+        "type": {"type": "string", "description": "https://memwell.dev/problems/<code>"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {},
+        "errors": {"type": "array", "items": {"type": "object"}},
+    },
+}
+PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+
+#: What any authenticated /v1 operation may answer besides its success.
+COMMON_ERRORS = {
+    "400": "Malformed request (e.g. a body that is not UTF-8)",
+    "401": "Missing, unknown or revoked API key",
+    "403": "The key lacks the scope this operation needs",
+    "404": "Not found for this tenant",
+    "413": "Over a size limit",
+    "422": "Invalid input",
+    "429": "Rate limited; see Retry-After",
+    "503": "A backing service is unavailable",
+}
+
+
+def _problem_response(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/problem+json": {"schema": PROBLEM_REF}},
+    }
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema:
+        return app.openapi_schema
+    doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
+    doc.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    for path, operations in doc.get("paths", {}).items():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            if path.startswith("/v1/"):
+                for status, description in COMMON_ERRORS.items():
+                    responses[status] = _problem_response(description)
+                responses["429"]["headers"] = {
+                    "Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}
+                }
+            elif "422" in responses:
+                responses["422"] = _problem_response(COMMON_ERRORS["422"])
+    for name in ("HTTPValidationError", "ValidationError"):
+        doc["components"]["schemas"].pop(name, None)
+    app.openapi_schema = doc
+    return doc
+
+
+def install_openapi(app: FastAPI) -> None:
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]

@@ -1,0 +1,25 @@
+"""DELETE /v1/users/{user_id}: erase one user of the caller's tenant, everywhere.
+
+Needs the `admin` scope: erasure is irreversible and reaches every store, so an app's
+everyday read/write key cannot wipe users if it leaks.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.deps import AdminTenantDep, StateDep
+from api.schemas import ErasureReceiptPublic, IdentifierPath
+from memwell.erasure import erase_user_async
+
+router = APIRouter(prefix="/v1/users", tags=["users"])
+
+
+@router.delete("/{user_id}")
+async def delete_user(
+    user_id: IdentifierPath, state: StateDep, tenant: AdminTenantDep
+) -> ErasureReceiptPublic:
+    receipt = await erase_user_async(
+        state.chat.sessions, state.redis, tenant=tenant, user_id=user_id
+    )
+    return ErasureReceiptPublic.model_validate(receipt, from_attributes=True)

@@ -1,0 +1,83 @@
+"""The long runs of the hostile-input checks, beyond the bounded default suite:
+
+- the tenant-isolation property (Hypothesis) at the issue's 10,000 generated cases;
+- schemathesis against the running app, many examples per operation and mode.
+
+Each runs its pytest module on real services (embedded Postgres, Valkey, a Celery
+worker) with a larger budget, streams pytest's progress, and the script prints a
+table: cases run, wall time, verdict. The default-suite budgets (200 cases, 25
+examples) run in the same invocation first as the baseline.
+
+    python -m bench.hostile_input [--cases 10000] [--fuzz-examples 300] [--skip-baseline]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Run:
+    name: str
+    budget: str
+    counted: str
+    seconds: float
+    passed: bool
+
+
+def _pytest(module: str, env: dict[str, str]) -> tuple[bool, str]:
+    # --timeout 0: the suite's per-test limit (300 s) is for the bounded budgets.
+    cmd = [sys.executable, "-m", "pytest", module, "-q", "-s", "-p", "no:cacheprovider",
+           "--timeout", "0"]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # progress as it happens
+        if not line.startswith("You can reproduce"):
+            print("   ", line.rstrip()[:200], flush=True)
+        lines.append(line)
+    return proc.wait() == 0, "".join(lines)
+
+
+def _run(name: str, module: str, var: str, pattern: str, budget: int) -> Run:
+    env = {**os.environ, var: str(budget), "HF_HUB_OFFLINE": "1"}
+    print(f"== {name}: {var}={budget}", flush=True)
+    started = time.monotonic()
+    ok, out = _pytest(module, env)
+    found = re.search(pattern, out)
+    return Run(name, str(budget), found.group(1) if found else "?", time.monotonic() - started, ok)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--fuzz-examples", type=int, default=300)
+    parser.add_argument("--skip-baseline", action="store_true")
+    args = parser.parse_args()
+    prop = ("tenant isolation property", "tests/test_tenant_property.py",
+            "MEMWELL_PROPERTY_EXAMPLES", r"property: (\d+) generated cases")  # fmt: skip
+    fuzz = ("schemathesis", "tests/test_schemathesis.py", "MEMWELL_FUZZ_EXAMPLES",
+            r"schemathesis: (\d+) examples")  # fmt: skip
+    plan = [] if args.skip_baseline else [(*prop, 200), (*fuzz, 25)]
+    plan += [(*prop, args.cases), (*fuzz, args.fuzz_examples)]
+    runs = [_run(*item) for item in plan]
+    print(f"\n{'check':<28}{'budget':>8}{'run':>8}{'seconds':>10}  verdict")
+    for r in runs:
+        verdict = "pass" if r.passed else "FAIL"
+        print(f"{r.name:<28}{r.budget:>8}{r.counted:>8}{r.seconds:>10.1f}  {verdict}")
+    raise SystemExit(0 if all(r.passed for r in runs) else 1)
+
+
+if __name__ == "__main__":
+    main()

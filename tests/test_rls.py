@@ -1,0 +1,89 @@
+"""Row-level security is really enforced: a tenant-scoped session sees and changes
+only its tenant's rows even when a query forgets its WHERE clause, and a session
+that forgot to set a tenant sees nothing. (The service connects as the embedded
+superuser, which bypasses RLS; these sessions switch to `memwell_app`.)"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy.exc
+from sqlalchemy import Engine, create_engine, func, insert, pool, select, text, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.db.models import Turn
+from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction
+
+
+@pytest.fixture(scope="module")
+def engine(database_url: str) -> Engine:
+    return create_engine(database_url, poolclass=pool.NullPool)
+
+
+def _turn(tenant: str, turn_id: str, user: str) -> dict[str, object]:
+    return {
+        "tenant": tenant, "id": turn_id, "user_id": user, "session_id": "s", "role": "user",
+        "content": f"secret of {tenant}", "created_at": datetime.now(UTC), "token_count": 3,
+    }  # fmt: skip
+
+
+@pytest.fixture
+def two_tenants(db: sessionmaker[Session], ids: dict[str, str]) -> tuple[str, str]:
+    a, b = ids["tenant"] + "-a", ids["tenant"] + "-b"
+    with db.begin() as session:
+        session.execute(
+            insert(Turn), [_turn(a, "t1", "u"), _turn(a, "t2", "u"), _turn(b, "t1", "u")]
+        )
+    return a, b
+
+
+def test_forgotten_where_clause_sees_only_own_tenant(
+    engine: Engine, two_tenants: tuple[str, str]
+) -> None:
+    a, b = two_tenants
+    maker = make_tenant_sessionmaker(engine)
+    with tenant_transaction(maker, a) as session:
+        # No tenant filter at all: the policy supplies it.
+        tenants = set(session.scalars(select(Turn.tenant)).all())
+        assert tenants == {a}
+        assert session.scalar(text("SELECT current_user")) == "memwell_app"
+    with tenant_transaction(maker, b) as session:
+        contents = session.scalars(select(Turn.content)).all()
+        assert contents == [f"secret of {b}"]
+
+
+def test_session_without_tenant_sees_nothing(engine: Engine, two_tenants: tuple[str, str]) -> None:
+    maker = make_tenant_sessionmaker(engine)
+    with maker() as session:
+        assert session.scalar(select(func.count()).select_from(Turn)) == 0
+
+
+def test_cannot_change_or_create_rows_of_another_tenant(
+    engine: Engine, db: sessionmaker[Session], two_tenants: tuple[str, str]
+) -> None:
+    a, b = two_tenants
+    maker = make_tenant_sessionmaker(engine)
+    with tenant_transaction(maker, a) as session:
+        changed = session.execute(
+            update(Turn).where(Turn.tenant == b).values(content="overwritten")
+        ).rowcount
+        assert changed == 0
+    forbidden = pytest.raises(sqlalchemy.exc.ProgrammingError, match="row-level security")
+    with forbidden, tenant_transaction(maker, a) as session:
+        session.execute(insert(Turn), [_turn(b, "forged", "u")])
+    with db() as session:
+        assert session.scalar(select(Turn.content).where(Turn.tenant == b)) == f"secret of {b}"
+        assert session.get(Turn, (b, "forged")) is None
+
+
+ROLE_FLAGS = "SELECT rolsuper, rolbypassrls, rolcanlogin FROM pg_roles WHERE rolname = %s"
+OWNERS = "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'"
+
+
+def test_app_role_is_not_privileged(engine: Engine) -> None:
+    with engine.connect() as conn:
+        row = conn.exec_driver_sql(ROLE_FLAGS, ("memwell_app",)).one()
+        owners = set(conn.scalars(text(OWNERS)))
+    assert tuple(row) == (False, False, False)
+    assert "memwell_app" not in owners
