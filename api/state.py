@@ -50,6 +50,7 @@ class AppState:
         async with self.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
         await self.redis.ping()
+
     #: the connecting role, for what precedes a tenant: API key lookups
     system_sessions: async_sessionmaker[AsyncSession]
     limiter: RateLimiter | None

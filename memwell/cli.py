@@ -7,7 +7,6 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import click
 from sqlalchemy.orm import Session, sessionmaker

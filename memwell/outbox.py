@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.enqueue import producer_app
 from memwell.errors import ServiceUnavailable
+from memwell.logs import current_request_id
 from memwell.pipeline.persist import persist_turns
 from memwell.queues import Queue, TaskName, kombu_queues, pipeline_queue
 from memwell.settings import get_settings
@@ -34,6 +35,8 @@ def dispatch_consolidation(tenant: str, turn_ids: list[str], *, broker_url: str)
         TaskName.CONSOLIDATE_TURNS,
         kwargs={"tenant": tenant, "turn_ids": turn_ids},
         queue=pipeline_queue(get_settings().pipeline_uses_llm, local=Queue.EMBED),
+        # The API's request id, so the worker's log lines for these turns carry it.
+        headers={"request_id": current_request_id() or ""},
     )
 
 

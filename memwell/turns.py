@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Final, Literal
 

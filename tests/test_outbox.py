@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.engine import make_engine, make_sessionmaker
@@ -74,12 +74,12 @@ def test_lost_dispatch_is_recovered_by_the_sweeper_exactly_once(
     wait_for(lambda: set(_statuses(db, tenant).values()) == {"processed"}, timeout=60)
     with db() as s:
         memories = s.execute(
-            select(Memory.content, func.count())
-            .where(Memory.tenant == tenant)
-            .group_by(Memory.content)
+            select(Memory.content, Memory.source_turn_ids).where(Memory.tenant == tenant)
         ).all()
-    assert sorted(c for c, _ in memories) == sorted(t.content for t in turns)
-    assert all(n == 1 for _, n in memories)
+    # One memory per turn (extraction rewrites the text; provenance names the turn).
+    sources = sorted(i for _, ids in memories for i in ids)
+    assert sources == sorted(t.id for t in turns)
+    assert len({c for c, _ in memories}) == len(memories) == len(turns)
 
 
 def test_postgres_down_means_not_acknowledged() -> None:
