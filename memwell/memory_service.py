@@ -16,6 +16,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memwell.db.models import Memory, MemoryEvent
+from memwell.erasure import REDACTED, redact_memory_history
 from memwell.errors import NotFound
 
 
@@ -82,21 +83,26 @@ async def get_memory(session: AsyncSession, *, tenant: str, memory_id: uuid.UUID
 async def delete_memory(
     session: AsyncSession, *, tenant: str, memory_id: uuid.UUID, reason: str | None = None
 ) -> MemoryRecord:
-    """Tombstone the memory and log a 'delete' event; deleting twice is a no-op."""
+    """Tombstone the memory, remove its text (from the row and from its history, whose
+    events stay with their content redacted) and log a 'delete' event. Deleting twice
+    is a no-op."""
     memory = await _load(session, tenant, memory_id)
     if memory.deleted_at is None:
         await session.execute(
             update(Memory)
             .where(Memory.tenant == tenant, Memory.id == memory_id, Memory.deleted_at.is_(None))
-            .values(deleted_at=func.now(), updated_at=func.now())
+            .values(deleted_at=func.now(), updated_at=func.now(), content=REDACTED, embedding=None)
         )
         await session.execute(
             insert(MemoryEvent).values(
                 tenant=tenant, user_id=memory.user_id, memory_id=memory_id, event="delete",
-                old_content=memory.content, new_content=None,
+                old_content=None, new_content=None,
                 source_turn_ids=list(memory.source_turn_ids), reason=reason or "api delete",
             )
         )  # fmt: skip
+        await session.run_sync(
+            lambda s: redact_memory_history(s, tenant=tenant, memory_id=memory_id)
+        )
         await session.refresh(memory)
     return _record(memory)
 

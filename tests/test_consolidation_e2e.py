@@ -49,14 +49,16 @@ MOVE = "I moved to Lisbon last month."  # supersedes Berlin
 
 
 @pytest.fixture(scope="module")
-def small_buffer_api(stack_env: dict[str, str]) -> Iterator[TestClient]:
+def small_buffer_api(
+    stack_env: dict[str, str], auth_headers: dict[str, str]
+) -> Iterator[TestClient]:
     settings = Settings(
         database_url=stack_env["DATABASE_URL"],
         redis_url=stack_env["REDIS_URL"],
         embedding_provider="local",
         buffer_token_budget=250,  # small, so the conversation overflows it
     )
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), headers=auth_headers) as client:
         yield client
 
 

@@ -16,6 +16,7 @@ from memwell import stack
 from memwell.maintenance.batches import Cursor, JobReport
 from memwell.maintenance.jobs import run_close_idle, run_decay, run_prune, run_sweep
 from memwell.maintenance.lock import job_lock
+from memwell.maintenance.sessions import summary_memory_closer
 from memwell.queues import Queue, TaskName
 from worker.celery_app import app
 from worker.runtime import get_redis, get_runtime
@@ -82,7 +83,14 @@ def close_idle_sessions(self: MemwellTask, *, cursor: Cursor | None = None) -> d
     now = datetime.now(UTC)
     result = _locked(
         "close-idle",
-        lambda: run_close_idle(rt.sessions, rt.settings, get_redis(), now=now, cursor=cursor),
+        lambda: run_close_idle(
+            rt.sessions,
+            rt.settings,
+            get_redis(),
+            now=now,
+            cursor=cursor,
+            summarize=summary_memory_closer(rt.embedder, rt.steps.summarizer),
+        ),
     )
     return _continue(self, result)
 

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter
 
-from api.deps import StateDep, TenantDep
+from api.deps import ReadTenantDep, StateDep, TenantDep
 from api.schemas import (
     ContextRequest,
     ContextResponse,
@@ -27,7 +27,9 @@ router = APIRouter(prefix="/v1", tags=["memories"])
 
 
 @router.post("/memories/search")
-async def post_search(body: SearchRequest, state: StateDep, tenant: TenantDep) -> SearchResponse:
+async def post_search(
+    body: SearchRequest, state: StateDep, tenant: ReadTenantDep
+) -> SearchResponse:
     hits = await retrieve(
         state.chat,
         tenant=tenant,
@@ -42,7 +44,9 @@ async def post_search(body: SearchRequest, state: StateDep, tenant: TenantDep) -
 
 
 @router.post("/context")
-async def post_context(body: ContextRequest, state: StateDep, tenant: TenantDep) -> ContextResponse:
+async def post_context(
+    body: ContextRequest, state: StateDep, tenant: ReadTenantDep
+) -> ContextResponse:
     result = await build_context(
         state.chat,
         tenant=tenant,

@@ -3,6 +3,7 @@ both call, so a manual run does exactly what the schedule does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import redis
@@ -70,7 +71,10 @@ def run_close_idle(
     now: datetime,
     dry_run: bool = False,
     cursor: Cursor | None = None,
+    summarize: Callable[..., str] | None = None,
 ) -> JobReport:
+    """Close idle sessions; `summarize` (default: the local extractive summary) writes
+    each one's summary. Workers pass the pipeline's, which leaves a `summary` memory."""
     buffer = SyncSessionBuffer(
         redis_client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
     )
@@ -83,6 +87,7 @@ def run_close_idle(
         max_batches=settings.maintenance_max_batches,
         dry_run=dry_run,
         cursor=cursor,
+        **({"summarize": summarize} if summarize else {}),
     )
 
 

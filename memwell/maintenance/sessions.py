@@ -23,7 +23,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.buffer import SyncSessionBuffer
 from memwell.db.models import ChatSession, Turn
+from memwell.embeddings import Embedder
 from memwell.maintenance.batches import BatchResult, Cursor, JobReport, run_batches
+from memwell.pipeline.summarize import Summarizer, close_session
 
 SUMMARY_TURNS = 5
 SUMMARY_TURN_CHARS = 240
@@ -172,15 +174,38 @@ def close_idle_sessions(
     max_batches: int,
     dry_run: bool = False,
     cursor: Cursor | None = None,
+    summarize: Callable[..., str] = summarize_and_close,
 ) -> JobReport:
     """Summarize, close and flush every session idle for longer than `idle`."""
     return run_batches(
         sessions,
         lambda s, c: close_idle_batch(
-            s, c, now=now, idle=idle, buffer=buffer, batch_size=batch_size
+            s, c, now=now, idle=idle, buffer=buffer, batch_size=batch_size, summarize=summarize
         ),
         job="close-idle",
         max_batches=max_batches,
         dry_run=dry_run,
         cursor=cursor,
     )
+
+
+def summary_memory_closer(embedder: Embedder, summarizer: Summarizer) -> Callable[..., str]:
+    """A `summarize` for close_idle_batch that uses the consolidation pipeline's
+    summarizer and leaves the summary as a `summary` memory (pipeline/summarize.py)."""
+
+    def close(
+        session: Session, *, tenant: str, user_id: str, session_id: str, now: datetime
+    ) -> str:
+        close_session(
+            session, embedder, summarizer, tenant=tenant, user_id=user_id, session_id=session_id
+        )
+        summary = session.scalar(
+            select(ChatSession.summary).where(
+                ChatSession.tenant == tenant,
+                ChatSession.user_id == user_id,
+                ChatSession.id == session_id,
+            )
+        )
+        return summary or ""
+
+    return close
