@@ -64,7 +64,7 @@ def test_upgrade_downgrade_upgrade(postgres: PostgresService, database_url: str)
     # must neither fail nor drop it from under that database.
     migrate.downgrade(url, "0001")
     assert _rls_tables(url) == set()
-    assert _tables(url) == TABLES - {"api_keys", "user_erasures"}
+    assert _tables(url) == TABLES - {"api_keys", "user_erasures", "llm_usage", "memory_ann_indexes"}
     with psycopg.connect(libpq_url(url)) as conn:
         assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'memwell_app'").fetchone()
     migrate.upgrade(url)

@@ -28,15 +28,20 @@ from tests.worker_process import WorkerProcess
 
 
 @pytest.fixture(scope="module")
+def api_key(auth_headers: dict[str, str]) -> str:
+    return auth_headers["Authorization"].removeprefix("Bearer ")
+
+
+@pytest.fixture(scope="module")
 def api_url(stack_env: dict[str, str]) -> Iterator[str]:
     with serve_api() as url:
         yield url
 
 
 def test_sync_client_adds_turns_waits_and_chats(
-    api_url: str, worker: WorkerProcess, ids: dict[str, str]
+    api_url: str, api_key: str, worker: WorkerProcess, ids: dict[str, str]
 ) -> None:
-    with memwell.MemoryClient(api_url, timeout=30) as mw:
+    with memwell.MemoryClient(api_url, api_key=api_key, timeout=30) as mw:
         assert mw.ready() is True
         accepted = mw.add_turns(
             [
@@ -56,10 +61,10 @@ def test_sync_client_adds_turns_waits_and_chats(
 
 
 def test_async_client_mirrors_the_sync_one(
-    api_url: str, worker: WorkerProcess, ids: dict[str, str]
+    api_url: str, api_key: str, worker: WorkerProcess, ids: dict[str, str]
 ) -> None:
     async def scenario() -> tuple[str, str]:
-        async with memwell.AsyncMemoryClient(api_url) as mw:
+        async with memwell.AsyncMemoryClient(api_url, api_key=api_key) as mw:
             turn_id = await mw.add_turn(
                 user_id=ids["user"], session_id="s1", content="I play the cello.", turn_id="c-1"
             )
@@ -73,8 +78,8 @@ def test_async_client_mirrors_the_sync_one(
     assert "cello" in recalled
 
 
-def test_problem_json_maps_to_exception_classes(api_url: str) -> None:
-    with memwell.MemoryClient(api_url) as mw:
+def test_problem_json_maps_to_exception_classes(api_url: str, api_key: str) -> None:
+    with memwell.MemoryClient(api_url, api_key=api_key) as mw:
         with pytest.raises(InvalidInputError) as invalid:
             mw.add_turns([{"user_id": "u", "session_id": "s", "content": "   "}])
         assert invalid.value.status == 422

@@ -52,6 +52,8 @@ class World:
     written: dict[str, dict[str, str]] = field(default_factory=dict)
     erased: set[tuple[str, str]] = field(default_factory=set)
     cases: int = 0
+    #: for ownership checks of returned memories (extraction may rewrite a marker away)
+    db: sessionmaker[Session] | None = None
 
 
 def _seed(db: sessionmaker[Session], tenants: list[str]) -> dict[str, dict[str, str]]:
@@ -140,8 +142,16 @@ def _check_chat(api: TestClient, w: World, me: int, user: str, topic: str, noise
         headers=w.headers[me],
     )
     assert response.status_code == 200, response.text
-    for memory in response.json()["memories"]:
-        assert MARKERS[me] in memory["content"], (MARKERS[me], memory)
+    memories = response.json()["memories"]
+    if memories and w.db is not None:
+        with w.db() as session:
+            owners = session.execute(
+                select(Memory.tenant, Memory.user_id).where(
+                    Memory.id.in_([m["id"] for m in memories])
+                )
+            ).all()
+        assert set(owners) == {(w.tenants[me], user)}, (w.tenants[me], user, owners)
+    for memory in memories:
         for other in set(MARKERS) - {MARKERS[me]}:
             assert other not in memory["content"]
 
@@ -192,6 +202,8 @@ def test_no_call_reaches_another_tenant(
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
+    world.db = db
+
     @given(me=st.integers(0, len(MARKERS) - 1), action=actions)
     def case(me: int, action: tuple[Any, ...]) -> None:
         world.cases += 1
