@@ -196,14 +196,14 @@ def _verify_rows(db: sessionmaker[Session], w: World) -> None:
 def test_no_call_reaches_another_tenant(
     api: TestClient, world: World, db: sessionmaker[Session], stack_env: dict[str, str]
 ) -> None:
+    world.db = db
+
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-    world.db = db
-
     @given(me=st.integers(0, len(MARKERS) - 1), action=actions)
     def case(me: int, action: tuple[Any, ...]) -> None:
         world.cases += 1
