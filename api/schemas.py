@@ -109,13 +109,13 @@ class ScoringIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    w_relevance: float | None = Field(default=None, ge=0)
-    w_importance: float | None = Field(default=None, ge=0)
-    w_recency: float | None = Field(default=None, ge=0)
-    half_life_h: float | None = Field(default=None, gt=0)
-    half_life_access_h: float | None = Field(default=None, gt=0)
+    w_relevance: float | None = Field(default=None, strict=True, ge=0)
+    w_importance: float | None = Field(default=None, strict=True, ge=0)
+    w_recency: float | None = Field(default=None, strict=True, ge=0)
+    half_life_h: float | None = Field(default=None, strict=True, gt=0)
+    half_life_access_h: float | None = Field(default=None, strict=True, gt=0)
     fusion: Literal["rrf", "score", "vector"] | None = None
-    text_weight: float | None = Field(default=None, ge=0, le=1)
+    text_weight: float | None = Field(default=None, strict=True, ge=0, le=1)
 
     def to_domain(self) -> Overrides:
         return Overrides(**self.model_dump())
@@ -126,7 +126,7 @@ class SearchRequest(BaseModel):
 
     user_id: Identifier
     query: str = Field(min_length=1, max_length=8_000)
-    k: int | None = Field(default=None, ge=1, le=100)
+    k: int | None = Field(default=None, strict=True, ge=1, le=100)
     filters: SearchFiltersIn = Field(default_factory=SearchFiltersIn)
     as_of: datetime | None = Field(
         default=None, description="Answer as the store stood at this instant."
@@ -157,7 +157,7 @@ class SearchResponse(BaseModel):
 
 class ContextRequest(SearchRequest):
     session_id: Identifier
-    token_budget: int | None = Field(default=None, ge=100, le=200_000)
+    token_budget: int | None = Field(default=None, strict=True, ge=100, le=200_000)
     system_prompt: str | None = Field(default=None, max_length=16_000)
 
 
