@@ -14,19 +14,20 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import insert, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memwell.buffer import SessionBuffer
 from memwell.context import assemble_context, render_data_block
-from memwell.db.models import Memory, MemoryEvent
+from memwell.db.models import Memory
 from memwell.embeddings import CachedQueryEmbedder
 from memwell.enqueue import enqueue_turns
 from memwell.errors import InvalidInput, NotFound
+from memwell.memory_service import delete_memory
 from memwell.retrieval import MemoryHit, SearchParams, search
 from memwell.settings import Settings
 from memwell.turns import TurnIn
@@ -139,35 +140,23 @@ async def _search(deps: ToolDeps, *, user_id: str, query: str, k: int | None) ->
 
 
 async def forget(deps: ToolDeps, *, user_id: str, memory_id: str) -> Forgotten:
-    """Tombstone one of the user's memories; history keeps the event, content redacted."""
+    """Delete one of the user's memories, as DELETE /v1/memories/{id} does: tombstone,
+    text removed, history kept with its content redacted."""
     try:
         key = uuid.UUID(memory_id)
     except ValueError as exc:
         raise InvalidInput(f"not a memory id: {memory_id!r}") from exc
     async with deps.sessions.begin() as session:
-        row = (
-            await session.execute(
-                update(Memory)
-                .where(
-                    Memory.tenant == deps.tenant,
-                    Memory.user_id == user_id,
-                    Memory.id == key,
-                    Memory.deleted_at.is_(None),
-                )
-                .values(deleted_at=datetime.now(UTC), updated_at=datetime.now(UTC))
-                .returning(Memory.id)
+        owner = await session.scalar(
+            select(Memory.user_id).where(
+                Memory.tenant == deps.tenant, Memory.id == key, Memory.deleted_at.is_(None)
             )
-        ).first()
-        if row is None:
+        )
+        if owner != user_id:
             raise NotFound(f"no live memory {memory_id} for this user")
-        await session.execute(
-            insert(MemoryEvent).values(
-                tenant=deps.tenant,
-                user_id=user_id,
-                memory_id=key,
-                event="delete",
-                reason="forgotten by an agent (MCP forget)",
-            )
+        # The same deletion as REST: tombstone, text removed, history redacted.
+        await delete_memory(
+            session, tenant=deps.tenant, memory_id=key, reason="forgotten by an agent (MCP forget)"
         )
     return Forgotten(memory_id=memory_id, forgotten=True)
 

@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.db.models import MemoryEvent, Turn
+from memwell.db.models import Memory, MemoryEvent, Turn
 from tests.live_api import free_port
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
@@ -97,7 +97,15 @@ def test_stdio_remember_recall_context_forget(
         events = session.scalars(
             select(MemoryEvent).where(MemoryEvent.tenant == tenant, MemoryEvent.event == "delete")
         ).all()
+        forgotten_id = events[0].memory_id if events else None
+        history = session.scalars(
+            select(MemoryEvent).where(MemoryEvent.memory_id == forgotten_id)
+        ).all()
+        row = session.get(Memory, forgotten_id) if forgotten_id else None
     assert len(events) == 1 and events[0].old_content is None
+    # Forgetting removes the text everywhere, as REST deletion does.
+    assert row is not None and row.content == "[redacted]" and row.deleted_at is not None
+    assert all("Lena" not in (e.old_content or "") + (e.new_content or "") for e in history)
 
 
 @pytest.fixture
