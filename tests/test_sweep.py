@@ -137,3 +137,22 @@ def test_two_concurrent_sweeps_dispatch_each_turn_once(mdb: sessionmaker[Session
     a, b = (c.ids() for c in collectors)
     assert sorted(a + b) == sorted(ids)  # each turn exactly once across both sweeps
     assert not set(a) & set(b)
+
+
+def test_backlog_counts_every_queue_consolidation_runs_on(redis_url: str) -> None:
+    """In LLM mode consolidation waits on the llm queue: the sweeper must see it, or it
+    re-sends turns that are only queued. (A separate database: no worker consumes it.)"""
+    import redis as redis_lib
+
+    from memwell.maintenance.jobs import consolidation_backlog
+
+    client = redis_lib.Redis.from_url(redis_url.rstrip("/") + "/9")
+    try:
+        client.flushdb()
+        client.lpush("llm", b"m1", b"m2")
+        client.lpush("embed", b"m3")
+        client.lpush("maintenance", b"not a turn")
+        assert consolidation_backlog(client) == 3
+    finally:
+        client.flushdb()
+        client.close()

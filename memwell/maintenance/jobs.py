@@ -21,8 +21,9 @@ from memwell.outbox import declare_queues, dispatch_consolidation
 from memwell.queues import Queue
 from memwell.settings import Settings
 
-#: The queues whose depth means "pending turns are queued, not lost".
-CONSOLIDATION_QUEUES = (Queue.INGEST.value, Queue.EMBED.value)
+#: The queues whose depth means "pending turns are queued, not lost". In LLM mode
+#: consolidation runs on the llm queue (queues.pipeline_queue), so it counts too.
+CONSOLIDATION_QUEUES = (Queue.INGEST.value, Queue.EMBED.value, Queue.LLM.value)
 
 
 def run_decay(
