@@ -91,7 +91,10 @@ def test_erasure_leaves_nothing_and_drops_queued_turns(
         memories_before = session.scalar(
             select(func.count()).where(Memory.tenant == tenant, Memory.user_id == victim)
         )
-    assert memories_before
+        events_before = session.scalar(
+            select(func.count()).where(MemoryEvent.tenant == tenant, MemoryEvent.user_id == victim)
+        )
+    assert memories_before and events_before
 
     response = api.delete(f"/v1/users/{victim}", headers=key)
     assert response.status_code == 200, response.text
@@ -101,7 +104,8 @@ def test_erasure_leaves_nothing_and_drops_queued_turns(
     assert receipt["tenant"] == tenant and receipt["user_id"] == victim
     assert counts["turns"] == 3 and counts["memories"] == memories_before
     assert counts["sessions"] == 2
-    assert counts["memory_events"] >= 2 and counts["dead_letters"] == 1
+    # As many history events as the pipeline wrote (a merge may or may not add one).
+    assert counts["memory_events"] == events_before and counts["dead_letters"] == 1
     assert counts["redis_keys"] >= 2
     erased_at = datetime.fromisoformat(receipt["erased_at"])
 
