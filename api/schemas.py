@@ -10,7 +10,14 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memwell.retrieval import MemoryHit, Overrides, SearchFilters
-from memwell.turns import MAX_BATCH_TURNS, MAX_CONTENT_CHARS, Identifier, TurnIn, check_text
+from memwell.turns import (
+    MAX_BATCH_TURNS,
+    MAX_CONTENT_CHARS,
+    Identifier,
+    TurnIn,
+    check_metadata,
+    check_text,
+)
 
 #: An id in a URL path, with the same rules as in a body (no control characters).
 IdentifierPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -86,6 +93,13 @@ class SearchFiltersIn(BaseModel):
     metadata: dict[str, Any] | None = Field(
         default=None, description="JSONB containment: rows whose metadata contains this."
     )
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_is_plain_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Checked like stored metadata: jsonb would refuse it with a server error.
+        return None if value is None else check_metadata(value)
+
     created_after: datetime | None = None
     created_before: datetime | None = None
     agent_id: Identifier | None = None
@@ -136,9 +150,7 @@ class SearchRequest(BaseModel):
     @field_validator("query")
     @classmethod
     def _query_is_text(cls, value: str) -> str:
-        if "\x00" in value or not value.strip():
-            raise ValueError("query must be non-blank text without NUL bytes")
-        return value
+        return check_text(value, "query")
 
 
 class SearchHit(MemoryHitPublic):

@@ -3,12 +3,13 @@
     python -m bench.locomo_eval [--data PATH] [--configs score,rrf,vector]
 
 Starts a throwaway embedded Postgres + Valkey and a real Celery worker subprocess,
-enqueues every turn with `memwell.enqueue_turns` (one user per conversation, one
-session per LoCoMo session, event time = the session's date, turn id =
-"{sample_id}:{dia_id}"), waits until the worker has consolidated them, then asks
-every question as that user `as_of` the last session's date through the same
-retrieval function the API uses. Prints R@5, R@10, MRR and the mean tokens of the
-top 10 per category and overall, the search latency, and BM25 over raw turns.
+enqueues every turn that `memwell import --format locomo` would (one user per
+conversation, one session per LoCoMo session, event time = the session's date, turn
+id = "{sample_id}:{dia_id}") with `memwell.enqueue_turns`, waits until the worker
+has consolidated them, then asks every question as that user `as_of` the last
+session's date through the same retrieval function the API uses. Prints R@5, R@10,
+MRR and the mean tokens of the top 10 per category and overall, the search latency,
+and BM25 over raw turns.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from bench.bm25 import BM25
-from bench.locomo_data import CATEGORIES, Conversation, Question, load
+from bench.locomo_data import CATEGORIES, Conversation, Question, dia_id, load
 from bench.stack import LOCOMO_DEFAULT, full_stack, percentile
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embeddings import build_embedder
@@ -32,6 +33,7 @@ from memwell.enqueue import enqueue_turns
 from memwell.retrieval import Overrides, params_from_settings, search_sync
 from memwell.settings import get_settings
 from memwell.tokens import count_tokens
+from memwell.turns import TurnIn
 
 TENANT = "locomo"
 CONFIGS: dict[str, Overrides] = {
@@ -80,17 +82,7 @@ def ingest(conversations: list[Conversation], database_url: str, redis_url: str)
     started = time.perf_counter()
     total = 0
     for conv in conversations:
-        turns = [
-            {
-                "id": f"{conv.sample_id}:{t.dia_id}",
-                "user_id": conv.sample_id,
-                "session_id": f"{conv.sample_id}:S{t.session}",
-                "role": "user",
-                "content": t.content,
-                "created_at": t.when,
-            }
-            for t in conv.turns
-        ]
+        turns = conv.turns
         # Chunks no larger than the embed batch (64): a consolidate task takes at most
         # one batch, and turns left over would wait for the sweeper.
         enqueue_turns(turns, tenant=TENANT, broker_url=redis_url, chunk_size=50)
@@ -138,16 +130,24 @@ def evaluate_memwell(
     return results
 
 
+def _bm25_doc(turn: TurnIn) -> str:
+    """A raw turn as the baseline sees it: date, speaker, text and image caption."""
+    assert turn.created_at is not None
+    caption = turn.metadata.get("image_caption")
+    suffix = f" [image: {caption}]" if caption else ""
+    return f"({turn.created_at:%d %B %Y}) {turn.content}{suffix}"
+
+
 def evaluate_bm25(conversations: list[Conversation]) -> Scores:
     scores = Scores()
     for conv in conversations:
-        docs = [f"({t.when:%d %B %Y}) {t.content}" for t in conv.turns]
+        docs = [_bm25_doc(t) for t in conv.turns]
         index = BM25(docs)
         for q in conv.questions:
             t0 = time.perf_counter()
             top = index.top(q.text, 10)
             scores.latencies_ms.append((time.perf_counter() - t0) * 1000)
-            ranked = [{conv.turns[i].dia_id} for i in top]
+            ranked = [{dia_id(conv.turns[i])} for i in top]
             scores.add(q, ranked, sum(count_tokens(docs[i]) for i in top))
     return scores
 

@@ -56,9 +56,10 @@ def parse_locomo_date(text: str) -> datetime:
 
 def read_locomo(path: Path) -> list[TurnIn]:
     """One user per conversation (its sample_id), one session per LoCoMo session, the
-    session's date as every turn's event time, the speaker's name in the content, and
-    the turn id `{sample_id}:{dia_id}`. Annotations (observations, summaries, QA) are
-    not conversation and are not imported."""
+    session's date as every turn's event time, the speaker's name in the content and
+    metadata, an image's caption in metadata, and the turn id `{sample_id}:{dia_id}`.
+    Annotations (observations, summaries, QA) are not conversation and are not
+    imported."""
     samples = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(samples, list):
         raise InvalidInput(f"{path}: a LoCoMo file is a JSON list of samples")
@@ -79,17 +80,19 @@ def _locomo_sample(sample: dict[str, Any]) -> Iterator[TurnIn]:
                 user_id=sample_id,
                 session_id=f"{sample_id}:session_{number}",
                 role="user",
-                content=_locomo_content(item),
+                content=f"{item['speaker']}: {item['text']}",
                 created_at=when,
-                metadata={"speaker": item["speaker"], "dia_id": item["dia_id"]},
+                metadata=_locomo_metadata(item),
             )
 
 
-def _locomo_content(item: dict[str, Any]) -> str:
-    text = f"{item['speaker']}: {item['text']}"
+def _locomo_metadata(item: dict[str, Any]) -> dict[str, Any]:
+    # The caption stands for an image the speaker shared: in metadata, extraction
+    # turns it into its own memory ("Melanie shared a photo of a dog").
+    metadata = {"speaker": item["speaker"], "dia_id": item["dia_id"]}
     if caption := item.get("blip_caption"):
-        text += f" [shares an image: {caption}]"
-    return text
+        metadata["image_caption"] = caption
+    return metadata
 
 
 READERS = {"jsonl": read_jsonl, "locomo": read_locomo}

@@ -108,7 +108,13 @@ class Settings(BaseSettings):
         description="A short consolidate batch waits up to this long for more turns.",
     )
     extract_threshold: float = Field(
-        default=0.35, ge=0, le=1, validation_alias="MEMWELL_EXTRACT_THRESHOLD"
+        default=0.15,
+        ge=0,
+        le=1,
+        validation_alias="MEMWELL_EXTRACT_THRESHOLD",
+        description="Local mode: sentences scoring below this importance are not "
+        "remembered. Low on purpose: filler scores near 0, and on LoCoMo dev a higher "
+        "bar dropped evidence (bench/locomo_eval.py).",
     )
     merge_threshold: float = Field(
         default=0.82,

@@ -62,7 +62,8 @@ def metadata_size(value: dict[str, Any]) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+def check_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    """Refuse what jsonb cannot hold (NaN, NUL, lone surrogates) and oversize maps."""
     try:
         # allow_nan=False: Python's JSON reader accepts NaN, Postgres jsonb does not.
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -126,7 +127,7 @@ class TurnIn(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _metadata_is_plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return _check_metadata(value)
+        return check_metadata(value)
 
     @field_validator("created_at")
     @classmethod

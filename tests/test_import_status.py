@@ -55,7 +55,8 @@ def test_locomo_reader_follows_the_protocol(tmp_path: Path) -> None:
     assert turns[0].created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
     assert turns[2].created_at == datetime(2023, 6, 9, 19, 55, tzinfo=UTC)
     assert turns[0].content == "Caroline: I went to a support group."
-    assert turns[1].content == "Melanie: How was it? [shares an image: a photo of a dog]"
+    assert turns[1].content == "Melanie: How was it?"
+    assert turns[1].metadata["image_caption"] == "a photo of a dog"
     assert all("summary" not in t.content and t.content != "obs" for t in turns)
 
 

@@ -26,7 +26,8 @@ async def post_turns(body: TurnBatch, state: StateDep, tenant: WriteTenantDep) -
     return TurnBatchAccepted(accepted=len(ids), turn_ids=ids)
 
 
-@router.get("/{turn_id}")
+# `:path`: turn ids may contain "/", which arrives decoded from "%2F".
+@router.get("/{turn_id:path}")
 async def get_turn_status(
     turn_id: IdentifierPath, state: StateDep, tenant: ReadTenantDep
 ) -> TurnStatus:

@@ -15,7 +15,8 @@ from memwell.erasure import erase_user_async
 router = APIRouter(prefix="/v1/users", tags=["users"])
 
 
-@router.delete("/{user_id}")
+# `:path`: user ids may contain "/", which arrives decoded from "%2F".
+@router.delete("/{user_id:path}")
 async def delete_user(
     user_id: IdentifierPath, state: StateDep, tenant: AdminTenantDep
 ) -> ErasureReceiptPublic:

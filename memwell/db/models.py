@@ -20,6 +20,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Identity,
     Index,
     Integer,
     MetaData,
@@ -66,6 +67,8 @@ class Turn(Base):
     # Event time: when it was said; clients replaying history supply it.
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    # Arrival order: breaks ties between equal event times (see extraction's replies).
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(always=False))
     token_count: Mapped[int] = mapped_column(Integer)
     importance: Mapped[float | None] = mapped_column(Float)
     status: Mapped[str] = mapped_column(String(16), server_default=text("'pending'"))

@@ -20,10 +20,11 @@ from sqlalchemy.orm import Session
 from memwell.db.models import Turn
 from memwell.embeddings import Embedder
 from memwell.pipeline.claim import claim_batch
-from memwell.pipeline.extract import TurnView, extract_local
+from memwell.pipeline.extract import Question, TurnView, extract_local
 from memwell.pipeline.importance import score_turn
 from memwell.pipeline.memories import Candidate
 from memwell.pipeline.reconcile import Decider, ReconcilePolicy, reconcile_batch
+from memwell.pipeline.replies import questions_answered
 from memwell.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class LocalAnalyzer:
 class ConsolidationConfig:
     batch_size: int = 64
     linger_s: float = 0.025
-    extract_threshold: float = 0.35
+    extract_threshold: float = 0.15
     policy: ReconcilePolicy = ReconcilePolicy()
 
     @classmethod
@@ -84,7 +85,7 @@ class ConsolidationReport:
     reconcile_ms: float = 0.0
 
 
-def view(turn: Turn) -> TurnView:
+def view(turn: Turn, replying_to: Question | None = None) -> TurnView:
     return TurnView(
         tenant=turn.tenant,
         turn_id=turn.id,
@@ -94,6 +95,7 @@ def view(turn: Turn) -> TurnView:
         content=turn.content,
         created_at=turn.created_at,
         metadata=dict(turn.metadata_ or {}),
+        replying_to=replying_to,
     )
 
 
@@ -122,9 +124,10 @@ def consolidate_pending(
     t0 = time.perf_counter()
     candidates: list[Candidate] = []
     good: list[Turn] = []
+    questions = questions_answered(session, tenant, turns)
     for turn in turns:
         try:
-            tv = view(turn)
+            tv = view(turn, questions.get(turn.id))
             turn.importance = analyzer.importance(tv)
             candidates += analyzer.extract(tv, turn.importance)
             good.append(turn)

@@ -1,10 +1,23 @@
 """Step 3 (local mode): candidate memories from a turn's sentences.
 
-Each sentence that scores at or above the extraction threshold (memwell/pipeline/
-importance.py) becomes one candidate, rewritten to read on its own with the speaker
-named and relative dates resolved (memwell/pipeline/rewrite.py). Questions are not
-memories. A fragment too short to stand alone ("So cool!") rides along with its
-neighbour. Every candidate keeps its source turn id.
+The sentences that score at or above the extraction threshold (memwell/pipeline/
+importance.py) are rewritten to read on their own, with the speaker named and
+relative dates resolved (memwell/pipeline/rewrite.py). Questions are not memories. A
+fragment too short to stand alone ("So cool!") rides along with its neighbour.
+
+Granularity, measured on LoCoMo dev (bench/locomo_eval.py):
+- A sentence that states a single-valued fact (a slot: where someone lives, works...,
+  memwell/pipeline/slots.py) is a memory of its own, so that a later change
+  supersedes exactly that fact and nothing else.
+- The turn's other kept sentences make one memory: one turn's story reads, embeds
+  and ranks better whole than in pieces.
+- When the turn answers a question (the previous turn of the session ends in one),
+  the question is appended: "Melanie has been swamped with the kids. (asked: How
+  have you been?)". A reply often names its topic only in the question it answers.
+  The asking turn then joins the memory's provenance, since its words are in it.
+  Together these took R@10 from 0.57 to 0.74 in an offline comparison.
+
+Every candidate keeps its source turn ids.
 
 Who is speaking: the turn's `metadata.speaker` when given (documented in the turn
 contract), else "The user" for user turns. Assistant, system and tool turns stay in
@@ -22,9 +35,12 @@ from typing import Any, Final
 from memwell.pipeline.importance import content_words, score_text, score_turn, split_sentences
 from memwell.pipeline.memories import Candidate
 from memwell.pipeline.rewrite import standalone
+from memwell.pipeline.slots import find_slot
 
 REMEMBERED_ROLES: Final = frozenset({"user"})
 MIN_CONTENT_WORDS: Final = 3
+#: The appended question is context, not content: a long one is cut.
+QUESTION_WORDS: Final = 30
 
 _PREFERENCE: Final = re.compile(
     r"\b(love[sd]?|like[sd]?|prefer\w*|favou?rite|enjoy\w*|hate[sd]?|can't stand|"
@@ -39,6 +55,14 @@ _EVENT: Final = re.compile(
 
 
 @dataclass(frozen=True)
+class Question:
+    """The question a turn replies to: the previous turn's last question."""
+
+    turn_id: str
+    text: str
+
+
+@dataclass(frozen=True)
 class TurnView:
     """What extraction needs of a turn; built from the ORM row or a payload."""
 
@@ -50,6 +74,7 @@ class TurnView:
     content: str
     created_at: datetime
     metadata: dict[str, Any]
+    replying_to: Question | None = None
 
     @property
     def speaker(self) -> str:
@@ -91,29 +116,68 @@ def _units(text: str) -> list[str]:
     return units
 
 
+def without_speaker(content: str, speaker: str) -> str:
+    """The words without a transcript-style "Speaker:" prefix: the rewrite names the
+    speaker itself, and "Caroline: Caroline went" reads badly."""
+    prefix = f"{speaker}:"
+    content = content.lstrip()
+    return content[len(prefix) :].lstrip() if content.startswith(prefix) else content
+
+
+def last_question(text: str) -> str | None:
+    """The last question asked in `text`, cut to QUESTION_WORDS words, or None."""
+    questions = [u for u in split_sentences(text) if u.rstrip().endswith("?")]
+    if not questions:
+        return None
+    words = questions[-1].split()
+    return " ".join(words[:QUESTION_WORDS]) + ("..." if len(words) > QUESTION_WORDS else "")
+
+
 def extract_local(turn: TurnView, *, threshold: float) -> list[Candidate]:
     """Candidates from the turn's sentences scoring >= threshold."""
     if turn.role not in REMEMBERED_ROLES:
         return []
-    candidates: list[Candidate] = []
-    statements = [u for u in _units(turn.content) if not u.rstrip().endswith("?")]
+    units = _units(without_speaker(turn.content, turn.speaker))
+    statements = [u for u in units if not u.rstrip().endswith("?")]
     scored = [(score_text(u), u) for u in statements]
-    for importance, unit in scored:
-        if importance >= threshold:
-            candidates.append(_candidate(turn, unit, importance))
-    if not candidates and scored and score_turn(turn.content) >= threshold:
+    kept = [(importance, unit) for importance, unit in scored if importance >= threshold]
+    if not kept and scored and score_turn(turn.content) >= threshold:
         # The turn matters as a whole though no single sentence does: keep its best one.
-        importance, unit = max(scored)
-        candidates.append(_candidate(turn, unit, threshold))
+        kept = [(threshold, max(scored)[1])]
+    candidates: list[Candidate] = []
+    story: list[tuple[float, str, bool]] = []
+    for importance, unit in kept:
+        text, dated = standalone(unit, speaker=turn.speaker, when=turn.created_at)
+        if find_slot(text) is not None:
+            candidates.append(_candidate(turn, text, importance, dated=dated))
+        else:
+            story.append((importance, text, dated))
+    if story:
+        text = " ".join(t for _, t, _ in story)
+        sources = [turn.turn_id]
+        if turn.replying_to is not None:
+            text = f"{text} (asked: {turn.replying_to.text})"
+            sources.insert(0, turn.replying_to.turn_id)
+        importance = max(i for i, _, _ in story)
+        dated = any(d for _, _, d in story)
+        candidates.append(_candidate(turn, text, importance, dated=dated, sources=sources))
     caption = turn.metadata.get("image_caption")
     if isinstance(caption, str) and caption.strip():
         text = f"{turn.speaker} shared {caption.strip().rstrip('.')}."
-        candidates.append(_candidate(turn, text, max(threshold, score_text(text)), kind="event"))
+        importance = max(threshold, score_text(text))
+        candidates.append(_candidate(turn, text, importance, dated=False, kind="event"))
     return candidates
 
 
-def _candidate(turn: TurnView, unit: str, importance: float, kind: str | None = None) -> Candidate:
-    text, dated = standalone(unit, speaker=turn.speaker, when=turn.created_at)
+def _candidate(
+    turn: TurnView,
+    text: str,
+    importance: float,
+    *,
+    dated: bool,
+    kind: str | None = None,
+    sources: list[str] | None = None,
+) -> Candidate:
     metadata: dict[str, Any] = {"speaker": turn.speaker, "extractor": "local"}
     agent_id = turn.metadata.get("agent_id")
     return Candidate(
@@ -124,7 +188,7 @@ def _candidate(turn: TurnView, unit: str, importance: float, kind: str | None = 
         content=text,
         importance=round(importance, 4),
         event_time=turn.created_at,
-        source_turn_ids=[turn.turn_id],
+        source_turn_ids=sources or [turn.turn_id],
         agent_id=agent_id if isinstance(agent_id, str) else None,
         metadata=metadata,
     )

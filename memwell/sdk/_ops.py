@@ -121,8 +121,9 @@ def get_memory(memory_id: str) -> Call[Memory]:
     return Call("GET", f"/v1/memories/{_seg(memory_id)}", Memory.model_validate, retryable=True)
 
 
-def delete_memory(memory_id: str) -> Call[None]:
-    return Call("DELETE", f"/v1/memories/{_seg(memory_id)}", lambda _: None, retryable=True)
+def delete_memory(memory_id: str) -> Call[Memory]:
+    # The server answers with the tombstone (deleted_at set, content redacted).
+    return Call("DELETE", f"/v1/memories/{_seg(memory_id)}", Memory.model_validate, retryable=True)
 
 
 def memory_history(memory_id: str) -> Call[list[MemoryEvent]]:

@@ -192,9 +192,10 @@ class AsyncMemoryClient:
     async def get_memory(self, memory_id: str) -> Memory:
         return await self._run(_ops.get_memory(memory_id))
 
-    async def delete_memory(self, memory_id: str) -> None:
-        """Tombstone one memory; its history keeps the event with the content redacted."""
-        await self._run(_ops.delete_memory(memory_id))
+    async def delete_memory(self, memory_id: str) -> Memory:
+        """Tombstone one memory and return the tombstone: `deleted_at` set, content
+        redacted. Its history keeps the event, redacted too."""
+        return await self._run(_ops.delete_memory(memory_id))
 
     async def memory_history(self, memory_id: str) -> list[MemoryEvent]:
         """Every change to the memory (add, reinforce, merge, supersede, delete), oldest first."""

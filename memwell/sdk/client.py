@@ -195,9 +195,10 @@ class MemoryClient:
     def get_memory(self, memory_id: str) -> Memory:
         return self._run(_ops.get_memory(memory_id))
 
-    def delete_memory(self, memory_id: str) -> None:
-        """Tombstone one memory; its history keeps the event with the content redacted."""
-        self._run(_ops.delete_memory(memory_id))
+    def delete_memory(self, memory_id: str) -> Memory:
+        """Tombstone one memory and return the tombstone: `deleted_at` set, content
+        redacted. Its history keeps the event, redacted too."""
+        return self._run(_ops.delete_memory(memory_id))
 
     def memory_history(self, memory_id: str) -> list[MemoryEvent]:
         """Every change to the memory (add, reinforce, merge, supersede, delete), oldest first."""
