@@ -13,11 +13,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import redis
 from celery import Celery
 
 from bench.common import print_table
+from bench.headline import ReportRow, add_json_flag, write_json
 from memwell.enqueue import enqueue_turn, enqueue_turns
 from memwell.queues import Queue, TaskName
 
@@ -45,7 +47,7 @@ def _turn(i: int) -> dict[str, object]:
     return {"user_id": f"u{i % 20}", "session_id": "s1", "content": f"I like tea number {i}."}
 
 
-def _time_per_turn(label: str, n_turns: int, run: Callable[[], None]) -> tuple[str, float]:
+def _time_per_turn(label: str, n_turns: int, run: Callable[[], object]) -> tuple[str, float]:
     started = time.perf_counter()
     run()
     elapsed = time.perf_counter() - started
@@ -53,11 +55,41 @@ def _time_per_turn(label: str, n_turns: int, run: Callable[[], None]) -> tuple[s
     return label, elapsed / n_turns * 1e6
 
 
-def main() -> None:
+LPUSH = "raw redis-py LPUSH (floor)"
+CELERY = "plain Celery send_task"
+SINGLE = "memwell.enqueue_turn (single)"
+BATCHED = f"memwell.enqueue_turns (batch {BATCH})"
+
+
+@dataclass(frozen=True)
+class EnqueueHeadline:
+    """Figure 3: µs per turn, memwell's two paths and the two baselines."""
+
+    single_us: float
+    batched_us: float
+    celery_us: float
+    lpush_us: float
+
+    def report_row(self) -> ReportRow:
+        return ReportRow(
+            figure="3. enqueue cost per turn",
+            measured=f"single {self.single_us:.0f} µs; batched {self.batched_us:.0f} µs",
+            baseline=f"Celery send_task {self.celery_us:.0f} µs; raw LPUSH {self.lpush_us:.0f} µs",
+            goal="<= 300 µs single, <= 30 µs batched",
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=2000, help="turns per measurement")
     parser.add_argument("--redis-url", default=None, help="default: an embedded Valkey")
-    args = parser.parse_args()
+    add_json_flag(parser)
+    return parser
+
+
+def headline(argv: list[str] | None = None) -> EnqueueHeadline:
+    """Run figure 3, print its table, return its headline numbers."""
+    args = _parser().parse_args(argv)
     n = args.n
 
     with _redis(args.redis_url) as url:
@@ -72,12 +104,12 @@ def main() -> None:
 
         rows = [
             _time_per_turn(
-                "raw redis-py LPUSH (floor)",
+                LPUSH,
                 n,
                 lambda: [client.lpush("bench-raw", body) for _ in range(n)],
             ),
             _time_per_turn(
-                "plain Celery send_task",
+                CELERY,
                 n,
                 lambda: [
                     plain.send_task(
@@ -87,14 +119,15 @@ def main() -> None:
                 ],
             ),
             _time_per_turn(
-                "memwell.enqueue_turn (single)",
+                SINGLE,
                 n,
                 lambda: [
-                    enqueue_turn(**_turn(i), tenant="bench", broker_url=url) for i in range(n)
-                ],  # type: ignore[arg-type]
+                    enqueue_turn(**_turn(i), tenant="bench", broker_url=url)  # type: ignore[arg-type]
+                    for i in range(n)
+                ],
             ),
             _time_per_turn(
-                f"memwell.enqueue_turns (batch {BATCH})",
+                BATCHED,
                 n,
                 lambda: enqueue_turns(
                     [_turn(i) for i in range(n)], tenant="bench", broker_url=url, chunk_size=BATCH
@@ -102,15 +135,20 @@ def main() -> None:
             ),
         ]
         client.delete("bench-raw", Queue.INGEST.value)
-        goals = {
-            "memwell.enqueue_turn (single)": "<= 300",
-            f"memwell.enqueue_turns (batch {BATCH})": "<= 30",
-        }
+        goals = {SINGLE: "<= 300", BATCHED: "<= 30"}
         print(f"\nEnqueue cost, {n} turns each, run {uuid.uuid4().hex[:6]}")
         print_table(
             ["path", "µs/turn", "goal µs"],
             [(label, us, goals.get(label, "")) for label, us in rows],
         )
+    us = dict(rows)
+    return EnqueueHeadline(
+        single_us=us[SINGLE], batched_us=us[BATCHED], celery_us=us[CELERY], lpush_us=us[LPUSH]
+    )
+
+
+def main() -> None:
+    write_json(headline(), _parser().parse_args().json)
 
 
 if __name__ == "__main__":

@@ -18,18 +18,19 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import redis
-from sqlalchemy import func, select
 
 import memwell
+from bench.drain import wait_processed
 from bench.evaldata import data_root, load_locomo, locomo_turns
+from bench.headline import ReportRow, add_json_flag, write_json
 from memwell import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.db.models import Turn
 from memwell.embedded import EmbeddedPostgres, EmbeddedRedis
 from memwell.embeddings import build_embedder
 from memwell.enqueue import producer_app
@@ -38,7 +39,7 @@ from memwell.pipeline.stats import STATS_KEY, read_stats
 from memwell.settings import Settings
 
 
-def _turns(limit: int) -> list[dict[str, Any]]:
+def pipeline_turns(limit: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if (data_root() / "locomo" / "locomo-dev.json").exists():
         for sample in load_locomo():
@@ -110,12 +111,39 @@ def _start_worker(env: dict[str, str], concurrency: int) -> subprocess.Popen[byt
     return proc
 
 
-def main() -> None:
+@dataclass(frozen=True)
+class PipelineHeadline:
+    """Figure 4: consolidation throughput next to the raw embedder's, same run."""
+
+    turns: int
+    concurrency: int
+    turns_per_s: float
+    embedder_sentences_per_s: float
+    embedder_turns_per_s: float
+
+    def report_row(self) -> ReportRow:
+        ratio = self.turns_per_s / self.embedder_turns_per_s
+        return ReportRow(
+            figure=f"4. consolidation, {self.turns:,} turns, {self.concurrency} worker processes",
+            measured=f"{self.turns_per_s:.0f} turns/s ({ratio:.0%} of the embedder)",
+            baseline=f"raw embedder {self.embedder_sentences_per_s:.0f} sentences/s "
+            f"= {self.embedder_turns_per_s:.0f} turns/s",
+            goal=">= 300 turns/s and >= 50% of the embedder",
+        )
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=2)
-    args = parser.parse_args()
-    turns = _turns(args.turns)
+    add_json_flag(parser)
+    return parser
+
+
+def headline(argv: list[str] | None = None) -> PipelineHeadline:
+    """Run figure 4, print its table, return its headline numbers."""
+    args = _parser().parse_args(argv)
+    turns = pipeline_turns(args.turns)
     settings = Settings()
     views = [
         TurnView("b", t["id"], t["user_id"], t["session_id"], "user", t["content"],
@@ -142,17 +170,7 @@ def main() -> None:
             started = time.perf_counter()
             memwell.enqueue_turns(turns, tenant="bench", broker_url=redis_url, chunk_size=100)
             enqueued = time.perf_counter() - started
-            done = 0
-            while done < len(turns):
-                time.sleep(0.2)
-                with sessions() as session:
-                    done = (
-                        session.scalar(
-                            select(func.count()).select_from(Turn).where(Turn.status == "processed")
-                        )
-                        or 0
-                    )
-                print(f"  processed {done}/{len(turns)}", end="\r", file=sys.stderr)
+            wait_processed(sessions, len(turns))
             elapsed = time.perf_counter() - started
         finally:
             worker.terminate()
@@ -182,6 +200,17 @@ def main() -> None:
         print(f"  {step[:-3]:<44}{stats.get(step, 0) / 1000:>12.2f}")
     print(f"  {'wall clock':<44}{elapsed:>12.2f}")
     print(f"worker concurrency {args.concurrency}; goal >= 300 turns/s and >= 50% of the embedder")
+    return PipelineHeadline(
+        turns=len(turns),
+        concurrency=args.concurrency,
+        turns_per_s=rate,
+        embedder_sentences_per_s=embed_rate,
+        embedder_turns_per_s=embed_turn_rate,
+    )
+
+
+def main() -> None:
+    write_json(headline(), _parser().parse_args().json)
 
 
 if __name__ == "__main__":

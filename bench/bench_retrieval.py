@@ -21,6 +21,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -28,6 +29,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from sqlalchemy.orm import Session
 
+from bench.headline import ReportRow, add_json_flag, write_json
 from bench.stack import percentile, postgres_only
 from memwell.ann import maintain_ann_indexes
 from memwell.db.engine import make_engine, make_sessionmaker
@@ -88,19 +90,33 @@ def _user(i: int) -> str:
 
 def _unit(rng: np.random.Generator, n: int, dims: int) -> np.ndarray:
     v = rng.standard_normal((n, dims), dtype=np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    unit: np.ndarray = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return unit
 
 
-def _rows(start: int, users: np.ndarray, vectors: np.ndarray) -> Iterator[tuple[object, ...]]:
+def _rows(
+    start: int, users: np.ndarray, vectors: np.ndarray, model: str, name: Callable[[int], str]
+) -> Iterator[tuple[object, ...]]:
     for j, (u, vec) in enumerate(zip(users, vectors, strict=True)):
         i = start + j
         text = f"note {i} about {WORDS[i % len(WORDS)]} and {WORDS[(i * 7) % len(WORDS)]}"
-        yield (TENANT, _user(int(u)), "fact", text, f"{i:064x}", vec, MODEL,
+        yield (TENANT, name(int(u)), "fact", text, f"{i:064x}", vec, model,
                0.5, T0 + timedelta(seconds=i))  # fmt: skip
 
 
-def load(url: str, owner: np.ndarray, dims: int, rng: np.random.Generator) -> float:
-    """COPY every row in chunks; returns rows/s."""
+def load(
+    url: str,
+    owner: np.ndarray,
+    dims: int,
+    rng: np.random.Generator,
+    *,
+    model: str = MODEL,
+    name: Callable[[int], str] = _user,
+) -> float:
+    """COPY every row in chunks (row i belongs to user `name(owner[i])`); returns rows/s.
+
+    Also used by the chat benchmarks, with the local embedder's model name so that the
+    chat path's retrieval really scans these rows."""
     chunk = 20_000
     started = time.perf_counter()
     with psycopg.connect(libpq_url(url)) as conn:
@@ -109,7 +125,7 @@ def load(url: str, owner: np.ndarray, dims: int, rng: np.random.Generator) -> fl
             part = owner[start : start + chunk]
             with conn.cursor() as cur, cur.copy(COPY_SQL) as copy:
                 copy.set_types(COPY_TYPES)
-                for row in _rows(start, part, _unit(rng, len(part), dims)):
+                for row in _rows(start, part, _unit(rng, len(part), dims), model, name):
                     copy.write_row(row)
             conn.commit()
             _progress("COPY", start + len(part), len(owner))
@@ -178,19 +194,67 @@ def bare_exact(conn: psycopg.Connection, user: str, cast: str = "") -> Callable[
         f"SELECT id FROM memories WHERE tenant = %s AND user_id = %s "
         f"ORDER BY embedding{cast} <=> %s{cast} LIMIT 10"
     )
-    return lambda q: conn.execute(sql, (TENANT, user, q)).fetchall()  # type: ignore[arg-type]
+    return lambda q: conn.execute(sql, (TENANT, user, q)).fetchall()
 
 
 def plan_of(conn: psycopg.Connection, user: str, cast: str, q: np.ndarray) -> str:
     rows = conn.execute(
-        f"EXPLAIN SELECT id FROM memories WHERE tenant = %s AND user_id = %s "  # type: ignore[arg-type]
+        f"EXPLAIN SELECT id FROM memories WHERE tenant = %s AND user_id = %s "
         f"ORDER BY embedding{cast} <=> %s{cast} LIMIT 10",
         (TENANT, user, q),
     ).fetchall()
     return "hnsw" if any("hnsw" in r[0] for r in rows) else "btree/seq"
 
 
-def main() -> int:
+@dataclass(frozen=True)
+class RetrievalHeadline:
+    """Figure 5: search latency of a 1,000-memory user and of the big user, exact path."""
+
+    rows: int
+    search_p50_ms: float
+    search_p95_ms: float
+    bare_p95_ms: float
+    big_rows: int
+    big_search_p95_ms: float
+    big_bare_p95_ms: float
+
+    def report_row(self) -> ReportRow:
+        return ReportRow(
+            figure=f"5. search, {self.rows:,}-row store",
+            measured=f"1k-row user p50 {self.search_p50_ms:.1f} / p95 {self.search_p95_ms:.1f} "
+            f"ms; {self.big_rows:,}-row user p95 {self.big_search_p95_ms:.0f} ms",
+            baseline=f"bare exact top-10 p95 {self.bare_p95_ms:.1f} ms; "
+            f"{self.big_rows:,} rows {self.big_bare_p95_ms:.0f} ms",
+            goal="none set in #8 (Mem0 paper: p95 200 ms)",
+        )
+
+
+@dataclass
+class RetrievalRun:
+    """Everything one run measured, in the order it is printed."""
+
+    latency: list[tuple[str, str, float, float]] = field(default_factory=list)
+    copy_rate: float = 0.0
+    plain_rate: float = 0.0
+    ann_build_s: float = 0.0
+    ann_indexes: int = 0
+    recall: float = 0.0
+    hnsw_build_s: float = 0.0
+    hnsw_rate: float = 0.0
+
+    def headline(self, rows: int, big: int) -> RetrievalHeadline:
+        by_name = {(name, n): (p50, p95) for name, n, p50, p95 in self.latency}
+        search = by_name[("memwell search, exact, interleaved", "1,000")]
+        bare = by_name[("bare exact cosine top-10, interleaved", "1,000")]
+        big_search = by_name[("memwell search, exact, interleaved", f"{big:,}")]
+        big_bare = by_name[("bare exact cosine top-10, interleaved", f"{big:,}")]
+        return RetrievalHeadline(
+            rows=rows, search_p50_ms=search[0], search_p95_ms=search[1], bare_p95_ms=bare[1],
+            big_rows=big, big_search_p95_ms=big_search[1], big_bare_p95_ms=big_bare[1],
+        )  # fmt: skip
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--users", type=int, default=1000)
@@ -199,17 +263,23 @@ def main() -> int:
     p.add_argument("--queries", type=int, default=100)
     p.add_argument("--inserts", type=int, default=2000)
     p.add_argument("--no-global-hnsw", action="store_true")
-    a = p.parse_args()
+    add_json_flag(p)
+    return p
+
+
+def measure(a: argparse.Namespace) -> RetrievalRun:
+    """Load the store, then time every query kind and the insert rates."""
     rng = np.random.default_rng(7)
     big = min(a.big, a.rows // 2)
     queries = _unit(rng, a.queries, a.dims)
     cast = f"::vector({a.dims})"
-    out: list[tuple[str, str, float, float]] = []
+    run = RetrievalRun()
+    out = run.latency
     with postgres_only() as stack:
         url = stack.database_url
         print(f"loading {a.rows:,} rows, {a.users} users, {a.dims} dims", file=sys.stderr)
-        copy_rate = load(url, owners(a.rows, a.users, big, rng), a.dims, rng)
-        plain_rate = insert_rate(url, a.dims, a.inserts, rng, "plain")
+        run.copy_rate = load(url, owners(a.rows, a.users, big, rng), a.dims, rng)
+        run.plain_rate = insert_rate(url, a.dims, a.inserts, rng, "plain")
         engine = make_engine(url, pool_size=1)
         sessions = make_sessionmaker(engine)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn, sessions() as session:
@@ -227,14 +297,13 @@ def main() -> int:
             session.rollback()  # CREATE INDEX CONCURRENTLY waits for open transactions
             t0 = time.perf_counter()
             changes = maintain_ann_indexes(engine, threshold=min(50_000, big))
-            ann_build = time.perf_counter() - t0
+            run.ann_build_s, run.ann_indexes = time.perf_counter() - t0, len(changes)
             ann_search = full_search(session, BIG, a.dims)
             out.append(row("memwell search, per-user HNSW", big, ann_search, queries))
             exact = full_search(session, BIG)
             ann = full_search(session, BIG, a.dims)
             overlaps = [len(set(exact(q)) & set(ann(q))) / 10 for q in queries[:30]]  # type: ignore[call-overload]
-            recall = float(np.mean(overlaps))
-            hnsw_build = hnsw_rate = 0.0
+            run.recall = float(np.mean(overlaps))
             session.rollback()
             if not a.no_global_hnsw:
                 print("  building a global HNSW index (slow)", file=sys.stderr)
@@ -242,28 +311,45 @@ def main() -> int:
                 t0 = time.perf_counter()
                 conn.execute(f"CREATE INDEX ix_bench_global_hnsw ON memories USING hnsw "
                              f"((embedding{cast}) vector_cosine_ops)")  # fmt: skip
-                hnsw_build = time.perf_counter() - t0
+                run.hnsw_build_s = time.perf_counter() - t0
                 conn.execute("ANALYZE memories")
                 conn.execute("SET hnsw.iterative_scan = relaxed_order")
                 for user, n in ((SMALL, 1000), (BIG, big)):
                     plan = plan_of(conn, user, cast, queries[0])
                     hnsw = bare_exact(conn, user, cast)
                     out.append(row(f"global HNSW filtered by user ({plan})", n, hnsw, queries))
-                hnsw_rate = insert_rate(url, a.dims, a.inserts // 4, rng, "hnsw")
+                run.hnsw_rate = insert_rate(url, a.dims, a.inserts // 4, rng, "hnsw")
         engine.dispose()
+    return run
+
+
+def print_run(a: argparse.Namespace, run: RetrievalRun) -> None:
     print(f"\nretrieval latency, {a.rows:,} rows, {a.users} users, {a.dims} dims, "
           f"{a.queries} queries each")  # fmt: skip
     print(f"{'query':<44}{'user rows':>10}{'p50 ms':>9}{'p95 ms':>9}")
-    for name, n, p50, p95 in out:
+    for name, n, p50, p95 in run.latency:
         print(f"{name:<44}{n:>10}{p50:>9.2f}{p95:>9.2f}")
-    print(f"\nper-user HNSW: built in {ann_build:.1f} s ({len(changes)} index), "
-          f"recall@10 vs exact search {recall:.3f}")  # fmt: skip
+    print(f"\nper-user HNSW: built in {run.ann_build_s:.1f} s ({run.ann_indexes} index), "
+          f"recall@10 vs exact search {run.recall:.3f}")  # fmt: skip
     print("\ninsert rate (single-row INSERT, commit every 50)")
-    print(f"  COPY bulk load:            {copy_rate:>10,.0f} rows/s")
-    print(f"  without global HNSW:       {plain_rate:>10,.0f} rows/s")
+    print(f"  COPY bulk load:            {run.copy_rate:>10,.0f} rows/s")
+    print(f"  without global HNSW:       {run.plain_rate:>10,.0f} rows/s")
     if not a.no_global_hnsw:
-        print(f"  with global HNSW:          {hnsw_rate:>10,.0f} rows/s "
-              f"(index build {hnsw_build:.0f} s)")  # fmt: skip
+        print(f"  with global HNSW:          {run.hnsw_rate:>10,.0f} rows/s "
+              f"(index build {run.hnsw_build_s:.0f} s)")  # fmt: skip
+
+
+def headline(argv: list[str] | None = None) -> RetrievalHeadline:
+    """Figure 5's headline numbers (prints the full table too)."""
+    a = _parser().parse_args(argv)
+    run = measure(a)
+    print_run(a, run)
+    return run.headline(a.rows, min(a.big, a.rows // 2))
+
+
+def main() -> int:
+    a = _parser().parse_args()
+    write_json(headline(), a.json)
     return 0
 
 

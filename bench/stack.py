@@ -1,7 +1,8 @@
 """Throwaway real services for benchmarks: embedded Postgres (+ Valkey, + a worker).
 
 Each run gets a fresh temporary directory, so a benchmark never touches a developer's
-`.memwell/` data, and everything it started is stopped on exit.
+`.memwell/` data, and everything it started is stopped on exit (Ctrl-C included: the
+children run in their own sessions, so only these context managers stop them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from memwell import migrate
@@ -31,6 +32,7 @@ class BenchStack:
     database_url: str
     redis_url: str | None
     root: Path
+    worker_pid: int | None = None
 
 
 @contextmanager
@@ -49,49 +51,81 @@ def postgres_only(*, keep: bool = False) -> Iterator[BenchStack]:
 
 
 @contextmanager
-def full_stack(*, concurrency: int = 2) -> Iterator[BenchStack]:
-    """Postgres + Valkey + one real Celery worker subprocess (local mode)."""
+def services() -> Iterator[BenchStack]:
+    """Postgres + Valkey, no worker: enough for the API (it only enqueues)."""
     with postgres_only() as pg:
         server = EmbeddedRedis(data_dir=pg.root / "redis", appendonly=False)
-        redis_url = server.start()
-        env = {
-            **os.environ,
-            "DATABASE_URL": pg.database_url,
-            "REDIS_URL": redis_url,
-            "MEMWELL_DATA_DIR": str(pg.root / "data"),
-            "MEMWELL_EMBEDDING_PROVIDER": "local",
-            "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        }
-        env.pop("OPENAI_API_KEY", None)
-        env.pop("OPENAI_BASE_URL", None)
+        try:
+            yield replace(pg, redis_url=server.start())
+        finally:
+            server.stop()
+
+
+def service_env(stack: BenchStack) -> dict[str, str]:
+    """The environment of a child process (API, worker) on this stack, in local mode."""
+    assert stack.redis_url is not None
+    env = {
+        **os.environ,
+        "DATABASE_URL": stack.database_url,
+        "REDIS_URL": stack.redis_url,
+        "MEMWELL_DATA_DIR": str(stack.root / "data"),
+        "MEMWELL_EMBEDDING_PROVIDER": "local",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    # Either one would switch the chat model and the pipeline to LLM mode.
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("OPENAI_BASE_URL", None)
+    return env
+
+
+def stop_group(proc: subprocess.Popen[bytes], *, timeout: float = 30) -> None:
+    """SIGTERM the child's process group, then SIGKILL if it lingers."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+@contextmanager
+def worker_process(stack: BenchStack, *, concurrency: int = 2) -> Iterator[int]:
+    """One real Celery worker subprocess on every queue; yields its main pid."""
+    assert stack.redis_url is not None
+    log = (stack.root / "worker.log").open("ab")
+    hostname = f"bench-{os.getpid()}@localhost"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
+         "-Q", "ingest,embed,llm,maintenance", "-c", str(concurrency), "-n", hostname,
+         "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
+        env=service_env(stack), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=REPO_ROOT,
+    )  # fmt: skip
+    try:
+        app = producer_app(stack.redis_url)
+        deadline = time.monotonic() + 120
+        while not app.control.ping(destination=[hostname], timeout=0.5):
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start; see {stack.root / 'worker.log'}")
+        yield worker.pid
+    finally:
+        stop_group(worker)
+        log.close()
+
+
+@contextmanager
+def full_stack(*, concurrency: int = 2) -> Iterator[BenchStack]:
+    """Postgres + Valkey + one real Celery worker subprocess (local mode)."""
+    with services() as stack:
+        env = service_env(stack)
+        # In-process code of the benchmark (settings, enqueue) finds the same stack.
         os.environ.update({k: env[k] for k in ("DATABASE_URL", "REDIS_URL", "MEMWELL_DATA_DIR")})
         os.environ["MEMWELL_EMBEDDING_PROVIDER"] = "local"
-        log = (pg.root / "worker.log").open("ab")
-        hostname = f"bench-{os.getpid()}@localhost"
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
-             "-Q", "ingest,embed,llm,maintenance", "-c", str(concurrency), "-n", hostname,
-             "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            cwd=REPO_ROOT,
-        )  # fmt: skip
-        try:
-            app = producer_app(redis_url)
-            deadline = time.monotonic() + 120
-            while not app.control.ping(destination=[hostname], timeout=0.5):
-                if worker.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"worker did not start; see {pg.root / 'worker.log'}")
-            yield BenchStack(database_url=pg.database_url, redis_url=redis_url, root=pg.root)
-        finally:
-            os.killpg(worker.pid, signal.SIGTERM)
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait()
-            log.close()
-            server.stop()
+        with worker_process(stack, concurrency=concurrency) as pid:
+            yield replace(stack, worker_pid=pid)
 
 
 def percentile(values: list[float], q: float) -> float:
