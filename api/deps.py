@@ -49,8 +49,12 @@ async def get_principal(
     else:
         if credentials is None:
             raise Unauthorized("send an API key as `Authorization: Bearer <key>`")
-        async with state.system_sessions() as session:
-            found = await authenticate(session, credentials.credentials)
+        found = state.key_cache.get(credentials.credentials)
+        if found is None:
+            async with state.system_sessions() as session:
+                found = await authenticate(session, credentials.credentials)
+            if found is not None:
+                state.key_cache.put(credentials.credentials, found)
         if found is None:
             raise Unauthorized("unknown or revoked API key")
         principal = found

@@ -24,6 +24,7 @@ from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
 from memwell.enqueue import send_summarize
+from memwell.keycache import KeyCache
 from memwell.llm import build_chat_model
 from memwell.outbox import accept_turns
 from memwell.ratelimit import RateLimiter
@@ -54,6 +55,7 @@ class AppState:
     #: the connecting role, for what precedes a tenant: API key lookups
     system_sessions: async_sessionmaker[AsyncSession]
     limiter: RateLimiter | None
+    key_cache: KeyCache
 
     async def aclose(self) -> None:
         await self.redis.aclose()
@@ -110,4 +112,5 @@ def build_state(settings: Settings) -> AppState:
         accept=accept,
         system_sessions=make_async_sessionmaker(engine),
         limiter=limiter,
+        key_cache=KeyCache(settings.auth_cache_s),
     )

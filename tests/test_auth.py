@@ -103,6 +103,12 @@ def test_keys_cli_create_list_revoke(
     assert bare.get("/v1/turns/x", headers=headers).status_code == 200
     revoked = runner.invoke(cli, ["keys", "revoke", str(row.id)])
     assert revoked.exit_code == 0, revoked.output
+    # The API trusts a key it saw for MEMWELL_AUTH_CACHE_S (5 s) at most.
+    wait_for(
+        lambda: bare.get("/v1/turns/x", headers=headers).status_code == 401,
+        timeout=15,
+        what="the revoked key to be refused",
+    )
     _assert_problem(bare.get("/v1/turns/x", headers=headers), 401, "unauthorized")
 
 

@@ -3,10 +3,11 @@ extraction, the merge decision and its fact guard, the supersession rule, summar
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from memwell.pipeline.dedup import decide_merge, fact_guard
-from memwell.pipeline.extract import TurnView, extract_local
+from memwell.pipeline.extract import Question, TurnView, extract_local, last_question
 from memwell.pipeline.importance import score_turn
 from memwell.pipeline.rewrite import resolve_dates, standalone
 from memwell.pipeline.slots import find_slot, supersedes
@@ -68,6 +69,31 @@ def test_extraction_keeps_statements_with_provenance_and_drops_questions() -> No
     assert memory.source_turn_ids == ["D1:3"]
     assert memory.metadata["speaker"] == "Caroline"
     assert extract_local(_turn("Hey! How are you?"), threshold=0.35) == []
+
+
+def test_a_reply_carries_its_question_and_the_asking_turn_in_provenance() -> None:
+    turn = replace(
+        _turn("Caroline: I went to a support group. It was so powerful."),
+        replying_to=Question(turn_id="D1:2", text="What did you do yesterday?"),
+    )
+    [memory] = extract_local(turn, threshold=0.15)
+    assert memory.content == (
+        "Caroline went to a support group. It was so powerful. "
+        "(asked: What did you do yesterday?)"
+    )
+    assert memory.source_turn_ids == ["D1:2", "D1:3"]
+    assert last_question("Nice! How was it? I hope well.") == "How was it?"
+    assert last_question("No question here.") is None
+
+
+def test_a_slot_fact_is_its_own_memory_so_a_change_supersedes_only_it() -> None:
+    turn = _turn("I moved to Lisbon last month. The food there is amazing and cheap.")
+    contents = [c.content for c in extract_local(turn, threshold=0.15)]
+    assert contents == [
+        "Caroline moved to Lisbon in April 2023.",
+        "The food there is amazing and cheap.",
+    ]
+    assert find_slot(contents[0]) is not None
 
 
 def test_extraction_speaker_falls_back_to_role_and_ignores_assistant() -> None:

@@ -16,12 +16,16 @@ if TYPE_CHECKING:
 
 
 def _build_local(settings: Settings) -> Embedder:
-    from memwell.embeddings.local_onnx import OnnxMiniLMEmbedder
+    from memwell.embeddings.local_onnx import MODEL_NAME, OnnxMiniLMEmbedder
     from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
 
-    model_path = ensure_onnx_model(settings.model_cache_dir)
+    int8 = settings.local_embedding_precision == "int8"
+    model_path = ensure_onnx_model(settings.model_cache_dir, quantized=int8)
     return OnnxMiniLMEmbedder(
-        model_path, tokenizer_path_for(model_path), batch_size=settings.embedding_batch_size
+        model_path,
+        tokenizer_path_for(model_path),
+        batch_size=settings.embedding_batch_size,
+        model_name=f"{MODEL_NAME}-int8" if int8 else MODEL_NAME,
     )
 
 

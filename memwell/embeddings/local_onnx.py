@@ -36,6 +36,7 @@ class OnnxMiniLMEmbedder:
         threads: int | None = None,
         max_length: int = 256,
         batch_size: int = 64,
+        model_name: str = MODEL_NAME,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -43,6 +44,8 @@ class OnnxMiniLMEmbedder:
             raise ValueError("max_length must leave room for [CLS] and [SEP]")
         self.batch_size = batch_size
         self.max_length = max_length
+        # Recorded on every row: vectors of different weights never mix in a search.
+        self.model_name = model_name
 
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         # Padding is done per chunk below, after sorting, so the tokenizer only truncates.
