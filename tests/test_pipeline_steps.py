@@ -78,8 +78,7 @@ def test_a_reply_carries_its_question_and_the_asking_turn_in_provenance() -> Non
     )
     [memory] = extract_local(turn, threshold=0.15)
     assert memory.content == (
-        "Caroline went to a support group. It was so powerful. "
-        "(asked: What did you do yesterday?)"
+        "Caroline went to a support group. It was so powerful. (asked: What did you do yesterday?)"
     )
     assert memory.source_turn_ids == ["D1:2", "D1:3"]
     assert last_question("Nice! How was it? I hope well.") == "How was it?"
