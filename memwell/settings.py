@@ -399,6 +399,15 @@ class Settings(BaseSettings):
         description="Most turns in one POST /v1/turns batch.",
     )
 
+    chat_durability: Literal["broker", "outbox"] = Field(
+        default="broker",
+        validation_alias="MEMWELL_CHAT_DURABILITY",
+        description="Where POST /v1/chat puts the exchange before replying. broker: the "
+        "Redis queue and inbox, like enqueue_turn (AOF: a crash loses at most about 1 s, "
+        "as it would the session buffer itself). outbox: Postgres first, like POST "
+        "/v1/turns: survives any Redis loss, at about 10 ms more per chat.",
+    )
+
     # --- tenancy, auth and hostile input (issue 6) ------------------------------------------
     auth_disabled: bool = Field(
         default=False,

@@ -12,12 +12,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.main import create_app
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.db.models import Memory, Turn
 from memwell.errors import ServiceUnavailable
 from memwell.maintenance.jobs import run_sweep
 from memwell.outbox import accept_turns
-from memwell.settings import get_settings
+from memwell.settings import Settings, get_settings
 from memwell.turns import IngestPayload, TurnIn
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
@@ -95,11 +96,21 @@ def test_postgres_down_means_not_acknowledged() -> None:
 
 
 def test_chat_turns_are_in_postgres_when_the_chat_answers(
-    api: TestClient, db: sessionmaker[Session], ids: dict[str, str]
+    stack_env: dict[str, str],
+    auth_headers: dict[str, str],
+    db: sessionmaker[Session],
+    ids: dict[str, str],
 ) -> None:
-    response = api.post(
-        "/v1/chat", json={"user_id": ids["user"], "session_id": "s", "message": "I row on Sundays."}
+    settings = Settings(
+        database_url=stack_env["DATABASE_URL"],
+        redis_url=stack_env["REDIS_URL"],
+        chat_durability="outbox",
     )
+    with TestClient(create_app(settings), headers=auth_headers) as api:
+        response = api.post(
+            "/v1/chat",
+            json={"user_id": ids["user"], "session_id": "s", "message": "I row on Sundays."},
+        )
     assert response.status_code == 200, response.text
     turn_ids = response.json()["turn_ids"]
     with db() as s:
