@@ -139,30 +139,34 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
 
 
 class AnnRegistry:
-    """Which users have an ANN index: one small query per `ttl_s` per process.
+    """Which users have an ANN index: one small query per tenant per `ttl_s` per process.
 
+    Loaded per tenant because the query runs under row-level security: a tenant's
+    session sees only its own rows, so one load cannot answer for another tenant.
     A stale entry is harmless both ways: a user not yet known gets the exact scan
     (correct, slower), and a dropped index is unregistered before it is dropped.
     """
 
     def __init__(self, ttl_s: float = 30.0) -> None:
         self.ttl_s = ttl_s
-        self._dims: dict[tuple[str, str, str], int] = {}
-        self._loaded_at = float("-inf")
-
-    def _stale(self) -> bool:
-        return time.monotonic() - self._loaded_at > self.ttl_s
+        # tenant -> (loaded at, {(user_id, model): dims})
+        self._tenants: dict[str, tuple[float, dict[tuple[str, str], int]]] = {}
 
     async def dims_for(
         self, session: AsyncSession, tenant: str, user_id: str, model: str
     ) -> int | None:
-        if self._stale():
+        loaded_at, dims = self._tenants.get(tenant, (float("-inf"), {}))
+        if time.monotonic() - loaded_at > self.ttl_s:
             rows = await session.execute(
-                text("SELECT tenant, user_id, embedding_model, dims FROM memory_ann_indexes")
+                text(
+                    "SELECT user_id, embedding_model, dims FROM memory_ann_indexes"
+                    " WHERE tenant = :tenant"
+                ),
+                {"tenant": tenant},
             )
-            self._dims = {(r[0], r[1], r[2]): int(r[3]) for r in rows}
-            self._loaded_at = time.monotonic()
-        return self._dims.get((tenant, user_id, model))
+            dims = {(r[0], r[1]): int(r[2]) for r in rows}
+            self._tenants[tenant] = (time.monotonic(), dims)
+        return dims.get((user_id, model))
 
     def invalidate(self) -> None:
-        self._loaded_at = float("-inf")
+        self._tenants.clear()

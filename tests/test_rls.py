@@ -5,6 +5,7 @@ superuser, which bypasses RLS; these sessions switch to `memwell_app`.)"""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -12,8 +13,14 @@ import sqlalchemy.exc
 from sqlalchemy import Engine, create_engine, func, insert, pool, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.db.models import Turn
-from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction
+from memwell.ann import AnnRegistry
+from memwell.db.engine import make_async_engine
+from memwell.db.models import MemoryAnnIndex, Turn
+from memwell.db.tenancy import (
+    make_async_tenant_sessionmaker,
+    make_tenant_sessionmaker,
+    tenant_transaction,
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +94,32 @@ def test_app_role_is_not_privileged(engine: Engine) -> None:
         owners = set(conn.scalars(text(OWNERS)))
     assert tuple(row) == (False, False, False)
     assert "memwell_app" not in owners
+
+
+def test_ann_registry_answers_for_every_tenant_under_rls(
+    db: sessionmaker[Session], database_url: str, ids: dict[str, str]
+) -> None:
+    """The registry's query runs in a tenant's session and sees only that tenant's
+    rows, so it must be loaded per tenant, not once for all."""
+    a, b = ids["tenant"] + "-a", ids["tenant"] + "-b"
+    with db.begin() as session:
+        for tenant in (a, b):
+            session.add(
+                MemoryAnnIndex(
+                    tenant=tenant, user_id="big", embedding_model="m", dims=384,
+                    index_name=f"ix_{tenant}"[:63], rows_at_build=10_000,
+                )
+            )  # fmt: skip
+
+    async def lookup() -> list[int | None]:
+        engine = make_async_engine(database_url, pool_size=1)
+        sessions = make_async_tenant_sessionmaker(engine)
+        registry = AnnRegistry(ttl_s=60)
+        found = []
+        for tenant in (a, b, a):
+            async with sessions(info={"tenant": tenant}) as session:
+                found.append(await registry.dims_for(session, tenant, "big", "m"))
+        await engine.dispose()
+        return found
+
+    assert asyncio.run(lookup()) == [384, 384, 384]
