@@ -232,8 +232,15 @@ def _hit(row: Any) -> MemoryHit:
 
 
 # HNSW returns at most ef_search rows per scan: the ANN path must ask for ann_k of them.
-# SET LOCAL scopes it to this transaction; only the rare ANN user pays the round trip.
-_EF_SEARCH = text("SELECT set_config('hnsw.ef_search', :ef, true)")
+# And a custom plan: the user's index is partial (its predicate names the tenant, user
+# and model), and a generic plan of a prepared statement cannot prove a parameter
+# matches that predicate, so after psycopg's fifth execution Postgres silently fell
+# back to scanning every row of the user (measured: slower than the exact path).
+# SET LOCAL scopes both to this transaction; only the rare ANN user pays the round trip.
+_EF_SEARCH = text(
+    "SELECT set_config('hnsw.ef_search', :ef, true),"
+    " set_config('plan_cache_mode', 'force_custom_plan', true)"
+)
 
 
 def _ef(params: SearchParams) -> dict[str, str]:

@@ -83,19 +83,23 @@ _PARTS = """
                          CAST(:now AS timestamptz) - m.last_accessed_at) / 3600.0 / :hl_access))
                     ELSE 0 END
              ) AS recency
-      FROM memories m CROSS JOIN q"""
+      FROM {source} CROSS JOIN q"""
 
+# The ANN path's candidates: the user's HNSW neighbours plus the best full-text matches,
+# materialized first so the scoring below reads only these rows by primary key (as a
+# filter on the user's rows, the planner scanned all of them and probed the list).
 _ANN_IDS = """
-      AND m.id IN (
-        (SELECT a.id FROM memories a
-         WHERE a.tenant = :tenant AND a.user_id = :user_id AND a.embedding_model = :model
-         ORDER BY (a.embedding::vector({dims})) <=> CAST(:query AS vector({dims}))
-         LIMIT :ann_k)
-        UNION
-        (SELECT t.id FROM memories t, q
-         WHERE t.tenant = :tenant AND t.user_id = :user_id AND t.fts @@ q.tsq
-         ORDER BY ts_rank(t.fts, q.tsq, 1) DESC
-         LIMIT :ann_k))"""
+    ids AS MATERIALIZED (
+      (SELECT a.id FROM memories a
+       WHERE a.tenant = :tenant AND a.user_id = :user_id AND a.embedding_model = :model
+       ORDER BY (a.embedding::vector({dims})) <=> CAST(:query AS vector({dims}))
+       LIMIT :ann_k)
+      UNION
+      (SELECT t.id FROM memories t, q
+       WHERE t.tenant = :tenant AND t.user_id = :user_id AND t.fts @@ q.tsq
+       ORDER BY ts_rank(t.fts, q.tsq, 1) DESC
+       LIMIT :ann_k)
+    ),"""
 
 # Rank positions cost two sorts: only reciprocal-rank fusion needs them.
 _POSITIONS = """
@@ -139,14 +143,17 @@ def build_statement(shape: StatementShape) -> str:
     where = _ALWAYS + (_AS_OF if shape.historical else _CURRENT)
     where += "".join(_FILTERS[name] for name in sorted(shape.filters))
     if shape.ann_dims is not None:
-        where += _ANN_IDS.format(dims=int(shape.ann_dims))
+        ann = _ANN_IDS.format(dims=int(shape.ann_dims))
+        parts = _PARTS.format(source="ids JOIN memories m ON m.id = ids.id")
+    else:
+        ann, parts = "", _PARTS.format(source="memories m")
     relevance = _RELEVANCE[shape.fusion]
     ranked = _RANKED.format(positions=_POSITIONS if shape.fusion == "rrf" else "")
     # c is MATERIALIZED so the planner cannot pull it up and compute the cosine twice
     # (once for the floor, once for the output).
     return f"""
-    WITH {_Q},
-    c AS MATERIALIZED ({_PARTS}
+    WITH {_Q},{ann}
+    c AS MATERIALIZED ({parts}
       WHERE {where}
     ),{ranked},
     top AS (
