@@ -97,7 +97,7 @@ _ANN_IDS = """
       UNION
       (SELECT t.id FROM memories t, q
        WHERE t.tenant = :tenant AND t.user_id = :user_id AND t.fts @@ q.tsq
-       ORDER BY ts_rank(t.fts, q.tsq, 1) DESC
+       ORDER BY ts_rank(t.fts, q.tsq, 1) DESC, t.created_at DESC
        LIMIT :ann_k)
     ),"""
 
