@@ -74,7 +74,7 @@ class RequestContextMiddleware:
         route: Any = scope.get("route")
         # The template ("/v1/turns/{turn_id}"), never the raw path: ids would explode
         # the label set.
-        template = getattr(route, "path", None) or "unmatched"
+        template = _CONVERTOR.sub(r"{\1}", getattr(route, "path", None) or "unmatched")
         method = scope.get("method", "")
         if template not in _UNTRACKED:
             HTTP_REQUEST_SECONDS.labels(method, template, str(status)).observe(elapsed)
@@ -86,6 +86,9 @@ class RequestContextMiddleware:
                 duration_ms=round(elapsed * 1000, 2),
             )
 
+
+# "{turn_id:path}" is labelled "{turn_id}": the convertor is routing, not the route.
+_CONVERTOR = re.compile(r"\{(\w+):\w+\}")
 
 router = APIRouter(tags=["health"])
 

@@ -85,6 +85,13 @@ def test_a_reply_carries_its_question_and_the_asking_turn_in_provenance() -> Non
     assert last_question("No question here.") is None
 
 
+def test_a_lone_fragment_needs_more_than_the_threshold() -> None:
+    assert extract_local(_turn("So cool!"), threshold=0.15) == []
+    assert extract_local(_turn("marker"), threshold=0.15) == []
+    [vegan] = extract_local(_turn("I'm vegan."), threshold=0.15)
+    assert vegan.content == "Caroline is vegan."
+
+
 def test_a_slot_fact_is_its_own_memory_so_a_change_supersedes_only_it() -> None:
     turn = _turn("I moved to Lisbon last month. The food there is amazing and cheap.")
     contents = [c.content for c in extract_local(turn, threshold=0.15)]

@@ -6,6 +6,7 @@ import asyncio
 
 from fastapi import APIRouter, status
 
+import api.convertors  # noqa: F401  (registers {name:id})
 from api.deps import ReadTenantDep, StateDep, WriteTenantDep
 from api.schemas import IdentifierPath, TurnBatch, TurnBatchAccepted, TurnStatus
 from memwell.db.tenancy import async_tenant_session
@@ -26,8 +27,8 @@ async def post_turns(body: TurnBatch, state: StateDep, tenant: WriteTenantDep) -
     return TurnBatchAccepted(accepted=len(ids), turn_ids=ids)
 
 
-# `:path`: turn ids may contain "/", which arrives decoded from "%2F".
-@router.get("/{turn_id:path}")
+# `:id` (api/convertors.py): turn ids may contain "/", which arrives decoded.
+@router.get("/{turn_id:id}")
 async def get_turn_status(
     turn_id: IdentifierPath, state: StateDep, tenant: ReadTenantDep
 ) -> TurnStatus:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+import api.convertors  # noqa: F401  (registers {name:id})
 from api.deps import AdminTenantDep, StateDep
 from api.schemas import ErasureReceiptPublic, IdentifierPath
 from memwell.erasure import erase_user_async
@@ -15,8 +16,8 @@ from memwell.erasure import erase_user_async
 router = APIRouter(prefix="/v1/users", tags=["users"])
 
 
-# `:path`: user ids may contain "/", which arrives decoded from "%2F".
-@router.delete("/{user_id:path}")
+# `:id` (api/convertors.py): user ids may contain "/", which arrives decoded.
+@router.delete("/{user_id:id}")
 async def delete_user(
     user_id: IdentifierPath, state: StateDep, tenant: AdminTenantDep
 ) -> ErasureReceiptPublic:

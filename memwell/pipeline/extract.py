@@ -39,6 +39,9 @@ from memwell.pipeline.slots import find_slot
 
 REMEMBERED_ROLES: Final = frozenset({"user"})
 MIN_CONTENT_WORDS: Final = 3
+#: A fragment too short to stand alone ("So cool!", "marker") is remembered only
+#: at this importance, whatever the threshold: short and telling ("I'm vegan.") passes.
+FRAGMENT_FLOOR: Final = 0.35
 #: The appended question is context, not content: a long one is cut.
 QUESTION_WORDS: Final = 30
 
@@ -133,6 +136,12 @@ def last_question(text: str) -> str | None:
     return " ".join(words[:QUESTION_WORDS]) + ("..." if len(words) > QUESTION_WORDS else "")
 
 
+def _bar(unit: str, threshold: float) -> float:
+    if len(content_words(unit)) < MIN_CONTENT_WORDS:
+        return max(threshold, FRAGMENT_FLOOR)
+    return threshold
+
+
 def extract_local(turn: TurnView, *, threshold: float) -> list[Candidate]:
     """Candidates from the turn's sentences scoring >= threshold."""
     if turn.role not in REMEMBERED_ROLES:
@@ -140,8 +149,10 @@ def extract_local(turn: TurnView, *, threshold: float) -> list[Candidate]:
     units = _units(without_speaker(turn.content, turn.speaker))
     statements = [u for u in units if not u.rstrip().endswith("?")]
     scored = [(score_text(u), u) for u in statements]
-    kept = [(importance, unit) for importance, unit in scored if importance >= threshold]
-    if not kept and scored and score_turn(turn.content) >= threshold:
+    kept = [
+        (importance, unit) for importance, unit in scored if importance >= _bar(unit, threshold)
+    ]
+    if not kept and scored and score_turn(turn.content) >= _bar(turn.content, threshold):
         # The turn matters as a whole though no single sentence does: keep its best one.
         kept = [(threshold, max(scored)[1])]
     candidates: list[Candidate] = []
