@@ -21,52 +21,42 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import redis
 
 import memwell
 from bench.drain import wait_processed
-from bench.evaldata import data_root, load_locomo, locomo_turns
 from bench.headline import ReportRow, add_json_flag, write_json
+from bench.locomo_data import turn_view
+from bench.stack import LOCOMO_DEFAULT
 from memwell import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embedded import EmbeddedPostgres, EmbeddedRedis
 from memwell.embeddings import build_embedder
 from memwell.enqueue import producer_app
-from memwell.pipeline.extract import TurnView, extract_local
+from memwell.importers import read_locomo
+from memwell.pipeline.extract import extract_local
 from memwell.pipeline.stats import STATS_KEY, read_stats
 from memwell.settings import Settings
+from memwell.turns import TurnIn
 
 
-def pipeline_turns(limit: int) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if (data_root() / "locomo" / "locomo-dev.json").exists():
-        for sample in load_locomo():
-            for t in locomo_turns(sample):
-                meta: dict[str, Any] = {"speaker": t.speaker}
-                out.append(
-                    {
-                        "id": f"{t.sample_id}:{t.dia_id}",
-                        "user_id": t.sample_id,
-                        "session_id": f"{t.sample_id}-s{t.session}",
-                        "content": t.text,
-                        "created_at": t.when,
-                        "metadata": meta,
-                    }
-                )
+def pipeline_turns(limit: int) -> list[TurnIn]:
+    """The LoCoMo dev turns as `memwell import` reads them, topped up with synthetic
+    ones (or only synthetic ones without the data), `limit` in all."""
+    out = list(read_locomo(LOCOMO_DEFAULT)) if LOCOMO_DEFAULT.exists() else []
     base = datetime(2024, 1, 1, tzinfo=UTC)
     i = 0
     while len(out) < limit:  # synthetic top-up (or everything, without the data)
         out.append(
-            {
-                "id": f"syn-{i}",
-                "user_id": f"syn-{i % 5}",
-                "session_id": f"syn-s{i // 40}",
-                "content": f"I went to the climbing gym number {i} with my sister yesterday.",
-                "created_at": base + timedelta(minutes=i),
-                "metadata": {"speaker": "Sam"},
-            }
+            TurnIn(
+                id=f"syn-{i}",
+                user_id=f"syn-{i % 5}",
+                session_id=f"syn-s{i // 40}",
+                content=f"I went to the climbing gym number {i} with my sister yesterday.",
+                created_at=base + timedelta(minutes=i),
+                metadata={"speaker": "Sam"},
+            )
         )
         i += 1
     return out[:limit]
@@ -145,11 +135,7 @@ def headline(argv: list[str] | None = None) -> PipelineHeadline:
     args = _parser().parse_args(argv)
     turns = pipeline_turns(args.turns)
     settings = Settings()
-    views = [
-        TurnView("b", t["id"], t["user_id"], t["session_id"], "user", t["content"],
-                 t["created_at"], t["metadata"])
-        for t in turns
-    ]  # fmt: skip
+    views = [turn_view(t) for t in turns]
     texts = [
         c.content for v in views for c in extract_local(v, threshold=settings.extract_threshold)
     ]

@@ -6,15 +6,15 @@ Run from the repo root: ``python -m bench.eval_importance``. Prints a table.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from bench.evaldata import evidence_ids, load_locomo, locomo_turns
-from memwell.pipeline.extract import TurnView, extract_local
+from bench.locomo_data import Conversation, dia_id, load, turn_view
+from bench.stack import LOCOMO_DEFAULT
+from memwell.pipeline.extract import extract_local, without_speaker
 from memwell.pipeline.importance import score_turn
 from memwell.settings import Settings
 from memwell.tokens import count_tokens
+from memwell.turns import TurnIn
 
 
 def roc_auc(scores: list[float], labels: list[bool]) -> float:
@@ -35,22 +35,35 @@ def roc_auc(scores: list[float], labels: list[bool]) -> float:
     return float((ranks[y].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
 
 
+def _evidence(conv: Conversation) -> set[str]:
+    return {e for q in conv.questions for e in q.evidence}
+
+
+def _words(turn: TurnIn) -> str:
+    """What the speaker said, without the transcript's "Speaker:" prefix."""
+    return without_speaker(turn.content, str(turn.metadata.get("speaker", "")))
+
+
 def main() -> None:
-    samples = load_locomo()
+    if not LOCOMO_DEFAULT.exists():
+        print(f"skipped: LoCoMo data not found at {LOCOMO_DEFAULT}")
+        return
+    conversations = load(LOCOMO_DEFAULT)
     rows: list[tuple[str, int, int, float, float]] = []
     all_scores: list[float] = []
     all_len: list[float] = []
     all_labels: list[bool] = []
-    for sample in samples:
-        evidence = evidence_ids(sample)
+    for conv in conversations:
+        evidence = _evidence(conv)
         scores, lengths, labels = [], [], []
-        for turn in locomo_turns(sample):
-            scores.append(score_turn(turn.text))
-            lengths.append(float(len(turn.text)))
-            labels.append(turn.dia_id in evidence)
+        for turn in conv.turns:
+            text = _words(turn)
+            scores.append(score_turn(text))
+            lengths.append(float(len(text)))
+            labels.append(dia_id(turn) in evidence)
         rows.append(
             (
-                sample["sample_id"],
+                conv.sample_id,
                 len(labels),
                 sum(labels),
                 roc_auc(scores, labels),
@@ -69,28 +82,24 @@ def main() -> None:
         f"{roc_auc(all_scores, all_labels):>13.3f}{roc_auc(all_len, all_labels):>13.3f}"
     )
     print("goal: local score >= 0.75")
-    extraction_coverage(samples)
+    extraction_coverage(conversations)
 
 
-def extraction_coverage(samples: list[dict[str, Any]]) -> None:
+def extraction_coverage(conversations: list[Conversation]) -> None:
     """What local extraction keeps: evidence turns covered, and how long memories are."""
     threshold = Settings().extract_threshold
     turns = memories = covered = evidence_total = 0
     memory_tokens: list[int] = []
     turn_tokens: list[int] = []
-    for sample in samples:
-        evidence = evidence_ids(sample)
-        for t in locomo_turns(sample):
-            meta: dict[str, Any] = {"speaker": t.speaker}
-            if t.caption:
-                meta["image_caption"] = t.caption
-            view = TurnView("t", t.dia_id, "u", "s", "user", t.text, t.when, meta)
-            found = extract_local(view, threshold=threshold)
+    for conv in conversations:
+        evidence = _evidence(conv)
+        for t in conv.turns:
+            found = extract_local(turn_view(t), threshold=threshold)
             turns += 1
             memories += len(found)
-            turn_tokens.append(count_tokens(t.text))
+            turn_tokens.append(count_tokens(_words(t)))
             memory_tokens += [count_tokens(c.content) for c in found]
-            if t.dia_id in evidence:
+            if dia_id(t) in evidence:
                 evidence_total += 1
                 covered += bool(found)
     print(f"\nLocal extraction at threshold {threshold}: {turns} turns -> {memories} memories")

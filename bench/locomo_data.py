@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memwell.importers import read_locomo
+from memwell.pipeline.extract import TurnView
 from memwell.turns import TurnIn
 
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
@@ -41,6 +42,15 @@ class Conversation:
 
 def dia_id(turn: TurnIn) -> str:
     return turn.id.removeprefix(f"{turn.user_id}:")
+
+
+def turn_view(turn: TurnIn, tenant: str = "eval") -> TurnView:
+    """The turn as extraction sees it once stored (no question context)."""
+    assert turn.created_at is not None  # the reader dates every turn
+    return TurnView(
+        tenant, turn.id, turn.user_id, turn.session_id, turn.role, turn.content,
+        turn.created_at, dict(turn.metadata),
+    )  # fmt: skip
 
 
 def _questions(sample: dict[str, Any], known: set[str]) -> list[Question]:

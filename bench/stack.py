@@ -19,12 +19,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bench.evaldata import data_root
 from memwell import migrate
 from memwell.embedded import EmbeddedPostgres, EmbeddedRedis
 from memwell.enqueue import producer_app
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-LOCOMO_DEFAULT = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+LOCOMO_DEFAULT = data_root() / "locomo" / "locomo-dev.json"
 
 
 @dataclass(frozen=True)

@@ -81,10 +81,15 @@ class TurnView:
 
     @property
     def speaker(self) -> str:
-        name = self.metadata.get("speaker")
-        if isinstance(name, str) and name.strip():
-            return name.strip()
-        return "The user" if self.role == "user" else f"The {self.role}"
+        return speaker_name(self.role, self.metadata)
+
+
+def speaker_name(role: str, metadata: dict[str, Any]) -> str:
+    """metadata.speaker when given, else "The user" / "The assistant" ..."""
+    name = metadata.get("speaker")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    return f"The {role}"
 
 
 def classify(sentence: str, *, dated: bool) -> str:

@@ -15,11 +15,11 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memwell.db.models import Turn
-from memwell.pipeline.extract import Question, last_question, without_speaker
+from memwell.pipeline.extract import Question, last_question, speaker_name, without_speaker
 
 _PREVIOUS: Final = text(
     """
-    SELECT t.id, p.id AS previous_id, p.content, p.role, p.metadata ->> 'speaker' AS speaker
+    SELECT t.id, p.id AS previous_id, p.content, p.role, p.metadata
     FROM turns t
     CROSS JOIN LATERAL (
         SELECT p.id, p.content, p.role, p.metadata
@@ -40,8 +40,8 @@ def questions_answered(session: Session, tenant: str, turns: Sequence[Turn]) -> 
         return {}
     rows = session.execute(_PREVIOUS, {"tenant": tenant, "ids": [t.id for t in turns]})
     found: dict[str, Question] = {}
-    for turn_id, previous_id, content, role, speaker in rows:
-        question = last_question(without_speaker(content, speaker or f"The {role}"))
+    for turn_id, previous_id, content, role, metadata in rows:
+        question = last_question(without_speaker(content, speaker_name(role, metadata or {})))
         if question is not None:
             found[turn_id] = Question(turn_id=previous_id, text=question)
     return found
