@@ -27,6 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
+from memwell.db.driver import fetch_all, fetch_all_async
 from memwell.errors import InvalidInput
 from memwell.retrieval_sql import Fusion, StatementShape, build_statement
 from memwell.settings import Settings
@@ -191,7 +192,7 @@ def _bind(params: SearchParams) -> tuple[str, dict[str, Any]]:
         ann_dims=params.ann_dims,
     )
     binds: dict[str, Any] = {
-        "query": vector_literal(params.query_vector),
+        "query": np.asarray(params.query_vector, dtype=np.float32),
         "qtext": params.query_text,
         "tenant": params.tenant,
         "user_id": params.user_id,
@@ -252,8 +253,8 @@ async def search(session: AsyncSession, params: SearchParams) -> list[MemoryHit]
     sql, binds = _bind(params)
     if params.ann_dims is not None:
         await session.execute(_EF_SEARCH, _ef(params))
-    result = await session.execute(text(sql), binds)
-    return [_hit(r) for r in result]
+    rows = await fetch_all_async(await session.connection(), sql, binds)
+    return [_hit(r) for r in rows]
 
 
 def search_sync(session: Session, params: SearchParams) -> list[MemoryHit]:
@@ -261,4 +262,4 @@ def search_sync(session: Session, params: SearchParams) -> list[MemoryHit]:
     sql, binds = _bind(params)
     if params.ann_dims is not None:
         session.execute(_EF_SEARCH, _ef(params))
-    return [_hit(r) for r in session.execute(text(sql), binds)]
+    return [_hit(r) for r in fetch_all(session.connection(), sql, binds)]

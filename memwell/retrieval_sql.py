@@ -19,7 +19,9 @@ Shape (one statement, no re-ranking in Python):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 Fusion = Literal["rrf", "score", "vector"]
@@ -76,11 +78,12 @@ _PARTS = """
              CASE WHEN q.tsq IS NOT NULL AND m.fts @@ q.tsq
                   THEN ts_rank(m.fts, q.tsq, 1) ELSE 0 END AS text_raw,
              greatest(
-               exp(greatest(-50.0, -0.6931471805599453 * extract(epoch FROM
-                   CAST(:now AS timestamptz) - m.created_at) / 3600.0 / :hl_created)),
+               exp(greatest(-50.0::float8, -0.6931471805599453::float8 * date_part('epoch',
+                   CAST(:now AS timestamptz) - m.created_at) / 3600.0::float8 / :hl_created)),
                CASE WHEN m.last_accessed_at <= CAST(:now AS timestamptz)
-                    THEN exp(greatest(-50.0, -0.6931471805599453 * extract(epoch FROM
-                         CAST(:now AS timestamptz) - m.last_accessed_at) / 3600.0 / :hl_access))
+                    THEN exp(greatest(-50.0::float8, -0.6931471805599453::float8 * date_part(
+                         'epoch', CAST(:now AS timestamptz) - m.last_accessed_at)
+                         / 3600.0::float8 / :hl_access))
                     ELSE 0 END
              ) AS recency
       FROM {source} CROSS JOIN q"""
@@ -138,8 +141,17 @@ class StatementShape:
     ann_dims: int | None = None
 
 
+# `:name` reads best in the text above; the driver takes `%(name)s` (never `::type`).
+_BIND = re.compile(r"(?<![:\w]):([a-z_]+)")
+
+
+@lru_cache(maxsize=256)
 def build_statement(shape: StatementShape) -> str:
-    """The SQL text for one shape of request."""
+    """The SQL text for one shape of request, with psycopg's named placeholders."""
+    return _BIND.sub(r"%(\1)s", _statement(shape))
+
+
+def _statement(shape: StatementShape) -> str:
     where = _ALWAYS + (_AS_OF if shape.historical else _CURRENT)
     where += "".join(_FILTERS[name] for name in sorted(shape.filters))
     if shape.ann_dims is not None:

@@ -7,6 +7,7 @@ from sqlalchemy import Engine, create_engine, delete, pool, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.ann import index_name, maintain_ann_indexes
+from memwell.db.driver import fetch_all
 from memwell.db.models import Memory
 from memwell.retrieval import SearchParams, _bind, search_sync
 from tests.memory_factory import DIMS, MODEL, NOW, add_memory
@@ -44,7 +45,7 @@ def test_ann_index_lifecycle_and_plan(db: sessionmaker[Session], ids: dict[str, 
         sql, binds = _bind(params)
         with engine.connect() as conn:
             conn.execute(text("SET enable_seqscan = off"))  # tiny table: still prove usability
-            plan = "\n".join(r[0] for r in conn.execute(text("EXPLAIN " + sql), binds))
+            plan = "\n".join(r[0] for r in fetch_all(conn, "EXPLAIN " + sql, binds))
         assert index_name(t, u, MODEL) in plan
 
         with db() as s:
