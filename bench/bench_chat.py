@@ -31,7 +31,17 @@ from memwell.embedded import libpq_url
 from memwell.embeddings import build_embedder
 from memwell.settings import Settings
 
-STAGES = ("buffer", "embed", "retrieve", "assemble", "model", "buffer_append", "enqueue", "total")
+STAGES = (
+    "buffer",
+    "embed",
+    "retrieve",
+    "assemble",
+    "model",
+    "buffer_append",
+    "enqueue",
+    "summarize",
+    "total",
+)
 GOAL_MS = 10.0
 QUANTILES = (50, 95, 99)
 NO_MODEL = "total excluding model"

@@ -8,6 +8,11 @@ a user gets a partial HNSW index of their own:
       USING hnsw ((embedding::vector(d)) vector_cosine_ops)
       WHERE tenant = '<t>' AND user_id = '<u>' AND embedding_model = '<m>'
 
+The same job gives that user a partial GIN index over `fts` with the same predicate:
+the ANN path's full-text candidates then come from that user's postings alone, where
+the global GIN index returned every user's matches and the planner intersected them
+with a bitmap of all the user's rows (measured, 100k-row user: 21 ms of 41).
+
 `memories.embedding` has no fixed dimension (rows record their model), so the index is
 on an expression cast to the model's dimension, and the query orders by the same
 expression with the same predicate, which is how the planner matches it. The index is
@@ -22,6 +27,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg import sql
 from sqlalchemy import Engine, text
@@ -47,6 +53,27 @@ def index_name(tenant: str, user_id: str, model: str) -> str:
     """A stable, short (< 63 bytes) name for one user's index."""
     digest = hashlib.sha256(f"{tenant}\x00{user_id}\x00{model}".encode()).hexdigest()[:20]
     return f"ix_ann_{digest}"
+
+
+def text_index_name(tenant: str, user_id: str, model: str) -> str:
+    """The name of the user's full-text index, made and dropped with the ANN index."""
+    return index_name(tenant, user_id, model) + "_fts"
+
+
+def _create_text_sql(name: str, tenant: str, user_id: str, model: str) -> sql.Composed:
+    return sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING gin (fts) "
+        "WHERE tenant = {tenant} AND user_id = {user} AND embedding_model = {model}"
+    ).format(
+        name=sql.Identifier(name),
+        tenant=sql.Literal(tenant),
+        user=sql.Literal(user_id),
+        model=sql.Literal(model),
+    )
+
+
+def _drop_sql(name: str) -> sql.Composed:
+    return sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name))
 
 
 def _create_sql(name: str, tenant: str, user_id: str, model: str, dims: int) -> sql.Composed:
@@ -79,6 +106,12 @@ _SIZES = text(
 )
 
 
+def _run(raw: Any, statement: sql.Composed) -> None:
+    """DDL on the autocommit driver connection (CONCURRENTLY refuses a transaction)."""
+    with raw.cursor() as cur:
+        cur.execute(statement)
+
+
 def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
     """Create indexes for users at or above `threshold`, drop those under threshold/2.
 
@@ -101,12 +134,18 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
         raw = conn.connection.dbapi_connection
         assert raw is not None
         for key, row in sizes.items():
-            if key in existing or row.n < threshold or row.dims != row.min_dims:
+            if row.dims != row.min_dims:
+                continue
+            if key in existing:
+                # Indexes built before the text index existed get it now (else a no-op).
+                _run(raw, _create_text_sql(text_index_name(*key), *key))
+                continue
+            if row.n < threshold:
                 continue
             name = index_name(*key)
             started = time.perf_counter()
-            with raw.cursor() as cur:  # type: ignore[attr-defined]
-                cur.execute(_create_sql(name, *key, row.dims))
+            _run(raw, _create_sql(name, *key, row.dims))
+            _run(raw, _create_text_sql(text_index_name(*key), *key))
             conn.execute(
                 text(
                     "INSERT INTO memory_ann_indexes "
@@ -130,10 +169,8 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
                 ),
                 {"t": key[0], "u": key[1], "m": key[2]},
             )
-            with raw.cursor() as cur:  # type: ignore[attr-defined]
-                cur.execute(
-                    sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name))
-                )
+            _run(raw, _drop_sql(name))
+            _run(raw, _drop_sql(text_index_name(*key)))
             changes.append(AnnChange(*key, action="dropped", rows=0))
     return changes
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import redis.asyncio as aioredis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -26,6 +27,8 @@ from memwell.metrics import observe_chat_timings, record_llm_call
 from memwell.retrieval import MemoryHit, Overrides, SearchFilters, params_from_settings, search
 from memwell.settings import Settings
 from memwell.turns import IngestPayload, TurnIn, new_turn_id
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -58,6 +61,12 @@ class _Stopwatch:
     def __init__(self) -> None:
         self.timings: dict[str, float] = {}
 
+    async def timed(self, name: str, work: Awaitable[T]) -> T:
+        started = time.perf_counter()
+        result = await work
+        self.lap(name, started)
+        return result
+
     def lap(self, name: str, started: float) -> float:
         now = time.perf_counter()
         self.timings[name] = round((now - started) * 1000, 3)
@@ -82,13 +91,20 @@ async def retrieve(
     marked accessed in the background; the caller never waits for that write.
     """
     start = time.perf_counter()
-    vector = await asyncio.to_thread(deps.embedder.embed_query, query)
-    if watch:
-        start = watch.lap("embed", start)
     model = deps.embedder.model_name
     # The session runs as `memwell_app` for this tenant (row-level security).
     async with deps.sessions(info={"tenant": tenant}) as session:
-        ann_dims = await deps.ann.dims_for(session, tenant, user_id, model)
+
+        async def begin() -> int | None:
+            await session.connection()  # checkout and the tenant's role: one round trip
+            return await deps.ann.dims_for(session, tenant, user_id, model)
+
+        # The embedding is CPU work in a thread; the transaction starts meanwhile.
+        vector, ann_dims = await asyncio.gather(
+            asyncio.to_thread(deps.embedder.embed_query, query), begin()
+        )
+        if watch:
+            start = watch.lap("embed", start)
         params = params_from_settings(
             deps.settings,
             tenant=tenant,
@@ -165,28 +181,27 @@ async def chat(
         content=reply.content or "(empty reply)",
         created_at=now,
     )
-    evicted = await deps.buffer.append(
-        tenant,
-        user_id,
-        session_id,
-        [
-            deps.buffer.make_turn(
-                turn_id=t.id, role=t.role, content=t.content, created_at=now.isoformat()
-            )
-            for t in (user_turn, assistant_turn)
-        ],
-    )
-    started = watch.lap("buffer_append", started)
     payload = IngestPayload(
         tenant=tenant, turns=[user_turn, assistant_turn], request_id=current_request_id()
     )
-    await asyncio.to_thread(deps.send, payload)
+    buffered = [
+        deps.buffer.make_turn(
+            turn_id=t.id, role=t.role, content=t.content, created_at=now.isoformat()
+        )
+        for t in (user_turn, assistant_turn)
+    ]
+    # Two independent writes, each its own round trip: neither waits for the other.
+    evicted, _ = await asyncio.gather(
+        watch.timed("buffer_append", deps.buffer.append(tenant, user_id, session_id, buffered)),
+        watch.timed("enqueue", asyncio.to_thread(deps.send, payload)),
+    )
     if evicted and deps.summarize is not None:
         # Sent after the ingest of this exchange: the worker retries until the evicted
         # turns are stored, so the order only saves a retry.
         ids = [t.turn_id for t in evicted]
-        await asyncio.to_thread(deps.summarize, tenant, user_id, session_id, ids)
-    watch.lap("enqueue", started)
+        await watch.timed(
+            "summarize", asyncio.to_thread(deps.summarize, tenant, user_id, session_id, ids)
+        )
     watch.lap("total", t0)
     observe_chat_timings(watch.timings)
     return ChatResult(

@@ -12,7 +12,8 @@ Shape (one statement, no re-ranking in Python):
     c   candidates with their raw parts: cosine similarity, text rank, recency
         - exact: every visible row of the user (the btree on tenant, user_id)
         - ann:   the user's partial HNSW index (top `ann_k`) UNION the user's
-                 full-text matches (GIN), then the same visibility checks
+                 full-text matches (the user's partial GIN index), then the same
+                 visibility checks
     r   rank positions and the normalised text rank, via window functions
     f   the fused relevance, then the weighted score, top k
 """
@@ -99,7 +100,8 @@ _ANN_IDS = """
        LIMIT :ann_k)
       UNION
       (SELECT t.id FROM memories t, q
-       WHERE t.tenant = :tenant AND t.user_id = :user_id AND t.fts @@ q.tsq
+       WHERE t.tenant = :tenant AND t.user_id = :user_id AND t.embedding_model = :model
+         AND t.fts @@ q.tsq
        ORDER BY ts_rank(t.fts, q.tsq, 1) DESC, t.created_at DESC
        LIMIT :ann_k)
     ),"""

@@ -6,7 +6,7 @@ import numpy as np
 from sqlalchemy import Engine, create_engine, delete, pool, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.ann import index_name, maintain_ann_indexes
+from memwell.ann import index_name, maintain_ann_indexes, text_index_name
 from memwell.db.driver import fetch_all
 from memwell.db.models import Memory
 from memwell.retrieval import SearchParams, _bind, search_sync
@@ -42,11 +42,17 @@ def test_ann_index_lifecycle_and_plan(db: sessionmaker[Session], ids: dict[str, 
             tenant=t, user_id=u, query_vector=query, embedding_model=MODEL, k=5,
             similarity_floor=-1.0, now=NOW, ann_dims=DIMS, ann_k=50,
         )  # fmt: skip
-        sql, binds = _bind(params)
+        sql, binds = _bind(SearchParams(**{**params.__dict__, "query_text": "row"}))
         with engine.connect() as conn:
             conn.execute(text("SET enable_seqscan = off"))  # tiny table: still prove usability
+            conn.execute(text("ANALYZE memories"))  # the user's real row count, not a guess
             plan = "\n".join(r[0] for r in fetch_all(conn, "EXPLAIN " + sql, binds))
-        assert index_name(t, u, MODEL) in plan
+            assert index_name(t, u, MODEL) in plan
+            # Where full-text candidates come from an index (a big user), it is the
+            # user's own GIN index, not the global one intersected with all their rows.
+            conn.execute(text("SET enable_indexscan = off"))
+            text_plan = "\n".join(r[0] for r in fetch_all(conn, "EXPLAIN " + sql, binds))
+        assert text_index_name(t, u, MODEL) in text_plan, text_plan
 
         with db() as s:
             ann_hits = search_sync(s, params)
@@ -64,8 +70,8 @@ def test_ann_index_lifecycle_and_plan(db: sessionmaker[Session], ids: dict[str, 
         assert [(c.user_id, c.action) for c in dropped] == [(u, "dropped")]
         with engine.connect() as conn:
             left = conn.execute(
-                text("SELECT count(*) FROM pg_indexes WHERE indexname = :n"),
-                {"n": index_name(t, u, MODEL)},
+                text("SELECT count(*) FROM pg_indexes WHERE indexname IN (:n, :f)"),
+                {"n": index_name(t, u, MODEL), "f": text_index_name(t, u, MODEL)},
             ).scalar_one()
         assert left == 0
     finally:
