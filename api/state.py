@@ -93,7 +93,7 @@ def build_state(settings: Settings) -> AppState:
             client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         ),
         embedder=CachedQueryEmbedder(
-            MeteredEmbedder(build_embedder(settings), use="query"),
+            MeteredEmbedder(build_embedder(settings, for_queries=True), use="query"),
             capacity=settings.query_cache_size,
         ),
         model=build_chat_model(settings),

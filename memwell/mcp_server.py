@@ -45,7 +45,7 @@ def build_deps(settings: Settings, *, tenant: str | None = None) -> tools.ToolDe
         tenant=tenant or settings.default_tenant,
         sessions=make_async_sessionmaker(engine),
         embedder=CachedQueryEmbedder(
-            MeteredEmbedder(build_embedder(settings), use="query"),
+            MeteredEmbedder(build_embedder(settings, for_queries=True), use="query"),
             capacity=settings.query_cache_size,
         ),
         buffer=SessionBuffer(

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from memwell.settings import Settings
 
 
-def _build_local(settings: Settings) -> Embedder:
+def _build_local(settings: Settings, for_queries: bool) -> Embedder:
     from memwell.embeddings.local_onnx import MODEL_NAME, OnnxMiniLMEmbedder
     from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
 
@@ -26,10 +26,11 @@ def _build_local(settings: Settings) -> Embedder:
         tokenizer_path_for(model_path),
         batch_size=settings.embedding_batch_size,
         model_name=f"{MODEL_NAME}-int8" if int8 else MODEL_NAME,
+        spin=not for_queries,
     )
 
 
-def _build_openai(settings: Settings) -> Embedder:
+def _build_openai(settings: Settings, for_queries: bool) -> Embedder:
     from memwell.embeddings.openai_compat import OpenAIEmbedder
 
     key = settings.openai_api_key
@@ -42,16 +43,19 @@ def _build_openai(settings: Settings) -> Embedder:
     )
 
 
-_BUILDERS: dict[str, Callable[[Settings], Embedder]] = {
+_BUILDERS: dict[str, Callable[[Settings, bool], Embedder]] = {
     "local": _build_local,
     "openai": _build_openai,
 }
 
 
-def build_embedder(settings: Settings) -> Embedder:
-    """The Embedder that ``settings`` selects (``resolved_embedding_provider``)."""
+def build_embedder(settings: Settings, *, for_queries: bool = False) -> Embedder:
+    """The Embedder that ``settings`` selects (``resolved_embedding_provider``).
+
+    ``for_queries``: tuned for one query at a time on a request path, not for batches.
+    """
     provider = settings.resolved_embedding_provider
     builder = _BUILDERS.get(provider)
     if builder is None:
         raise EmbeddingError(f"unknown embedding provider {provider!r}")
-    return builder(settings)
+    return builder(settings, for_queries)
