@@ -208,7 +208,8 @@ def plan_of(conn: psycopg.Connection, user: str, cast: str, q: np.ndarray) -> st
 
 @dataclass(frozen=True)
 class RetrievalHeadline:
-    """Figure 5: search latency of a 1,000-memory user and of the big user, exact path."""
+    """Figure 5: search latency of a 1,000-memory user (exact path) and of the big user
+    (the path the service takes for it: its per-user HNSW index)."""
 
     rows: int
     search_p50_ms: float
@@ -222,10 +223,11 @@ class RetrievalHeadline:
         return ReportRow(
             figure=f"5. search, {self.rows:,}-row store",
             measured=f"1k-row user p50 {self.search_p50_ms:.1f} / p95 {self.search_p95_ms:.1f} "
-            f"ms; {self.big_rows:,}-row user p95 {self.big_search_p95_ms:.0f} ms",
+            f"ms; {self.big_rows:,}-row user (per-user HNSW) p95 "
+            f"{self.big_search_p95_ms:.1f} ms",
             baseline=f"bare exact top-10 p95 {self.bare_p95_ms:.1f} ms; "
             f"{self.big_rows:,} rows {self.big_bare_p95_ms:.0f} ms",
-            goal="none set in #8 (Mem0 paper: p95 200 ms)",
+            goal="p95 <= 3 ms (1k rows), <= 25 ms (100k rows), from #4",
         )
 
 
@@ -246,7 +248,7 @@ class RetrievalRun:
         by_name = {(name, n): (p50, p95) for name, n, p50, p95 in self.latency}
         search = by_name[("memwell search, exact, interleaved", "1,000")]
         bare = by_name[("bare exact cosine top-10, interleaved", "1,000")]
-        big_search = by_name[("memwell search, exact, interleaved", f"{big:,}")]
+        big_search = by_name[("memwell search, per-user HNSW", f"{big:,}")]
         big_bare = by_name[("bare exact cosine top-10, interleaved", f"{big:,}")]
         return RetrievalHeadline(
             rows=rows, search_p50_ms=search[0], search_p95_ms=search[1], bare_p95_ms=bare[1],
