@@ -38,6 +38,9 @@ WEIGHT_MAX = 5.0
 HALF_LIFE_MIN_H = 0.1
 HALF_LIFE_MAX_H = 24.0 * 365 * 10
 K_MAX = 100
+# The ANN path reads at most this many full-text matches per query term for each
+# candidate it keeps (see retrieval_sql._ANN_IDS).
+ANN_TERM_CAP_PER_CANDIDATE = 5
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,7 @@ def _bind(params: SearchParams) -> tuple[str, dict[str, Any]]:
         "rrf_k": params.rrf_k,
         "now": params.as_of or params.now,
         "ann_k": params.ann_k,
+        "term_cap": params.ann_k * ANN_TERM_CAP_PER_CANDIDATE,
         **filter_binds,
     }
     return build_statement(shape), binds

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell.ann import index_name, maintain_ann_indexes, text_index_name
 from memwell.db.driver import fetch_all
 from memwell.db.models import Memory
-from memwell.retrieval import SearchParams, _bind, search_sync
+from memwell.retrieval import ANN_TERM_CAP_PER_CANDIDATE, SearchParams, _bind, search_sync
 from tests.memory_factory import DIMS, MODEL, NOW, add_memory
 
 ROWS = 240
@@ -75,4 +75,39 @@ def test_ann_index_lifecycle_and_plan(db: sessionmaker[Session], ids: dict[str, 
             ).scalar_one()
         assert left == 0
     finally:
+        engine.dispose()
+
+
+def test_ann_text_candidates_keep_every_match_of_a_rare_term(
+    db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    """Each query term contributes at most a capped number of rows to the ANN path's
+    full-text candidates: a common word cannot crowd out the one row with a rare word."""
+    t, u = ids["tenant"], ids["user"]
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((ROWS, DIMS)).astype(np.float32)
+    with db.begin() as s:
+        for i, v in enumerate(vectors):
+            add_memory(s, tenant=t, user_id=u, content=f"row {i} notes", embedding=v)
+        rare = add_memory(s, tenant=t, user_id=u, content="a zebra row", embedding=-vectors[0])
+    engine = _engine(db)
+    try:
+        maintain_ann_indexes(engine, threshold=ROWS)
+        params = SearchParams(
+            tenant=t, user_id=u, query_vector=vectors[0], embedding_model=MODEL, k=3,
+            similarity_floor=-1.0, now=NOW, ann_dims=DIMS, ann_k=5, fusion="score",
+            text_weight=1.0, w_importance=0.0, w_recency=0.0,
+            # a quote and a backslash: each term is quoted into its own tsquery
+            query_text="notes on a zebra row? O'Brien\\path",
+        )  # fmt: skip
+        assert params.ann_k * ANN_TERM_CAP_PER_CANDIDATE < ROWS  # "row" overflows its cap
+        with db() as s:
+            hits = search_sync(s, params)
+        # The vector half cannot find it (it points away from the query); the text half
+        # must, although "row" and "notes" match every other row too.
+        assert hits[0].id == rare
+    finally:
+        with db.begin() as s:
+            s.execute(delete(Memory).where(Memory.tenant == t, Memory.user_id == u))
+        maintain_ann_indexes(engine, threshold=ROWS)  # drops this user's indexes
         engine.dispose()
