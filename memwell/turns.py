@@ -32,6 +32,8 @@ MAX_METADATA_BYTES: Final = 64 * 1024
 
 def is_utf8_text(value: str) -> bool:
     """False for lone surrogates (JSON can carry them as \\ud800; UTF-8 cannot)."""
+    if value.isascii():  # the common case, answered without encoding
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -115,3 +115,20 @@ def test_invalid_turn_is_refused_before_anything_is_sent(stack_env: dict[str, st
                 {"user_id": "u", "session_id": "s", "content": "bad\x00nul"},
             ]
         )
+
+
+# Nothing listens here: a test passes only if nothing was sent.
+UNREACHABLE_BROKER = "redis://127.0.0.1:1/0"
+
+
+def test_a_bad_turn_is_named_by_its_index_in_the_whole_batch() -> None:
+    turns = [{"user_id": "u", "session_id": "s", "content": f"fine {i}"} for i in range(5)]
+    turns[3]["content"] = "bad\x00nul"
+    with pytest.raises(ValidationError) as caught:
+        memwell.enqueue_turns(turns, tenant="t", broker_url=UNREACHABLE_BROKER, chunk_size=2)
+    assert [e["loc"] for e in caught.value.errors()] == [(3, "content")]
+    assert "NUL" in str(caught.value)
+
+
+def test_an_empty_batch_sends_nothing() -> None:
+    assert memwell.enqueue_turns([], tenant="t", broker_url=UNREACHABLE_BROKER) == []
