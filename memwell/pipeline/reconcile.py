@@ -217,7 +217,9 @@ def reconcile_batch(
         try:
             with session.begin_nested():  # a stale plan rolls back alone, then re-plans
                 plan.execute(session)
-                session.execute(insert(MemoryEvent).values(events))
+                # A parameter list, not .values(rows): its statement compiles once and
+                # is cached, where a multi-row .values() is compiled anew every batch.
+                session.execute(insert(MemoryEvent), events)
         except (PlanStale, IntegrityError):
             if attempt == PLAN_ATTEMPTS:
                 raise
