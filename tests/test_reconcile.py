@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -15,6 +16,7 @@ from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 from memwell.deadletter import list_dead_letters, record_dead_letter, replay_dead_letters
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.base import FloatMatrix
+from memwell.pipeline import reconcile
 from memwell.pipeline.consolidate import ConsolidationConfig, LocalAnalyzer, consolidate_pending
 from memwell.pipeline.extract import TurnView
 from memwell.pipeline.memories import Candidate
@@ -125,6 +127,58 @@ def test_different_numbers_never_merge(
     _store(db, embedder, [_candidate(ids, "Ada's gate code is 4411.", "t1")])
     report = _store(db, embedder, [_candidate(ids, "Ada's gate code is 4412.", "t2", 1)])
     assert report["added"] == 1 and len(_memories(db, ids["tenant"])) == 2
+
+
+def test_one_batch_sees_its_own_writes_in_order(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    """The batch's writes are applied together at its end: a later candidate must still
+    see an earlier one's add, supersession and freed content hash."""
+    report = _store(
+        db,
+        embedder,
+        [
+            _candidate(ids, "Ada lives in Berlin.", "t1"),
+            _candidate(ids, "Ada moved to Lisbon.", "t2", 1),
+            _candidate(ids, "Ada lives in Berlin.", "t3", 2),
+            _candidate(ids, "Ada lives in Berlin.", "t4", 3),
+        ],
+    )
+    assert report == {"added": 1, "merged": 0, "superseded": 2}
+    rows = _memories(db, ids["tenant"])
+    live = [m for m in rows if m.superseded_by is None]
+    assert [m.content for m in rows] == [
+        "Ada lives in Berlin.",
+        "Ada moved to Lisbon.",
+        "Ada lives in Berlin.",
+    ]
+    assert len(live) == 1 and sorted(live[0].source_turn_ids) == ["t3", "t4"]
+    assert live[0].reinforcement_count == 1
+    assert rows[0].superseded_by == rows[1].id and rows[1].superseded_by == live[0].id
+
+
+def test_a_row_added_outside_the_lock_makes_the_plan_replan(
+    db: sessionmaker[Session],
+    embedder: Embedder,
+    ids: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer that skips the advisory lock (a session summary) can add the same
+    content between the batch's read and its insert: the insert then hits the
+    live-hash index, and the batch re-plans instead of failing."""
+    _store(db, embedder, [_candidate(ids, "Ada keeps bees.", "t1")])
+    real = reconcile.fetch_live_hashes
+    calls: list[int] = []
+
+    def blind_once(*args: Any) -> Any:
+        calls.append(1)
+        return {} if len(calls) == 1 else real(*args)
+
+    monkeypatch.setattr(reconcile, "fetch_live_hashes", blind_once)
+    report = _store(db, embedder, [_candidate(ids, "Ada keeps bees!", "t2", 1)])
+    assert len(calls) == 2 and report["added"] == 0
+    (memory,) = _memories(db, ids["tenant"])
+    assert memory.reinforcement_count == 1 and sorted(memory.source_turn_ids) == ["t1", "t2"]
 
 
 def test_two_workers_reconciling_near_duplicates_make_one_memory(

@@ -11,7 +11,9 @@ statement for the whole batch) and the memories this batch already added:
    provenance and the higher importance;
 4. otherwise add.
 
-Every change is a `memory_events` row with the old and new content.
+Every change is a `memory_events` row with the old and new content. Decisions are
+made in order, but the writes are queued and applied together at the end of the
+batch, in a few statements (memwell/pipeline/writes.py).
 
 Concurrency: the batch takes a transaction-scoped advisory lock per (tenant, user),
 in sorted order (no deadlocks), before it reads neighbours. Two workers reconciling
@@ -21,6 +23,7 @@ second sees the first's rows: no duplicates. Different users never wait on each 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -29,14 +32,18 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from sqlalchemy import func, text, update
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from memwell.db.models import Memory, MemoryEvent
 from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
-from memwell.pipeline.memories import Candidate, upsert_memory
+from memwell.pipeline.memories import Candidate
 from memwell.pipeline.slots import supersedes
+from memwell.pipeline.writes import PlanStale, WritePlan, fetch_live_hashes
 from memwell.retrieval import vector_literal
 from memwell.text import content_hash
+
+log = logging.getLogger(__name__)
 
 Action = Literal["add", "reinforce", "merge", "supersede"]
 
@@ -186,6 +193,9 @@ class _BatchState:
         return live
 
 
+PLAN_ATTEMPTS = 3  # a re-plan only follows a race with a writer outside the lock
+
+
 def reconcile_batch(
     session: Session,
     candidates: Sequence[Candidate],
@@ -195,30 +205,60 @@ def reconcile_batch(
     policy: ReconcilePolicy,
     decider: Decider | None = None,
 ) -> ReconcileReport:
-    """Lock the batch's users, then apply each candidate's decision in order."""
-    report = ReconcileReport()
+    """Lock the batch's users, decide each candidate in order, then write the batch."""
     if not candidates:
-        return report
+        return ReconcileReport()
     lock_users(session, {(c.tenant, c.user_id) for c in candidates})
+    digests = [content_hash(c.content) for c in candidates]
+    for attempt in range(1, PLAN_ATTEMPTS + 1):
+        report, plan, events = _plan(
+            session, candidates, digests, vectors, embedding_model, policy, decider
+        )
+        try:
+            with session.begin_nested():  # a stale plan rolls back alone, then re-plans
+                plan.execute(session)
+                # A parameter list, not .values(rows): its statement compiles once and
+                # is cached, where a multi-row .values() is compiled anew every batch.
+                session.execute(insert(MemoryEvent), events)
+        except (PlanStale, IntegrityError):
+            if attempt == PLAN_ATTEMPTS:
+                raise
+            log.warning("reconcile plan went stale (attempt %d); re-planning", attempt)
+            continue
+        return report
+    raise AssertionError("unreachable")
+
+
+def _plan(
+    session: Session,
+    candidates: Sequence[Candidate],
+    digests: Sequence[str],
+    vectors: np.ndarray,
+    model: str,
+    policy: ReconcilePolicy,
+    decider: Decider | None,
+) -> tuple[ReconcileReport, WritePlan, list[dict[str, Any]]]:
+    """Each candidate's decision, in order, against fresh reads; writes only queued."""
+    report = ReconcileReport()
     found = fetch_neighbours(
-        session, candidates, vectors, embedding_model=embedding_model, k=policy.neighbours
+        session, candidates, vectors, embedding_model=model, k=policy.neighbours
     )
+    plan = WritePlan(live=fetch_live_hashes(session, candidates, digests), model=model)
     state = _BatchState()
     events: list[dict[str, Any]] = []
-    for c, vector, near in zip(candidates, vectors, found, strict=True):
+    for c, digest, vector, near in zip(candidates, digests, vectors, found, strict=True):
         neighbours = state.view(c, vector, near)
         decision = None
         close = [n for n in neighbours if n.similarity >= policy.supersede_floor]
-        exact = any(n.content_hash == content_hash(c.content) for n in neighbours)
+        exact = any(n.content_hash == digest for n in neighbours)
         if decider is not None and close and not exact:
             decision = decider.decide(c, close)
         if decision is None:
             decision = decide_local(c, neighbours, policy)
-        memory_id = _apply(session, c, vector, decision, embedding_model, state, events)
+        memory_id = _apply(plan, c, digest, vector, decision, state, events)
         report.count(decision.action)
         report.memory_ids.append(memory_id)
-    session.execute(insert(MemoryEvent).values(events))
-    return report
+    return report, plan, events
 
 
 def _event(c: Candidate, memory_id: uuid.UUID, event: str, **extra: Any) -> dict[str, Any]:
@@ -236,29 +276,34 @@ def _event(c: Candidate, memory_id: uuid.UUID, event: str, **extra: Any) -> dict
 
 
 def _apply(
-    session: Session,
+    plan: WritePlan,
     c: Candidate,
+    digest: str,
     vector: np.ndarray,
     d: Decision,
-    model: str,
     state: _BatchState,
     events: list[dict[str, Any]],
 ) -> uuid.UUID:
     if d.action == "merge" and d.target is not None:
-        return _merge(session, c, vector, d, state, events)
-    memory_id, added = upsert_memory(session, c, vector, model)
+        return _merge(plan, c, vector, d, state, events)
+    memory_id, added = plan.upsert(c, digest, vector)
     if not added or d.action == "reinforce":
         events.append(_event(c, memory_id, "reinforce", reason=d.reason or "exact duplicate"))
         return memory_id
     events.append(_event(c, memory_id, "add", reason=d.reason))
-    me = Neighbour(memory_id, c.content, content_hash(c.content), c.kind, 1.0)
+    me = Neighbour(memory_id, c.content, digest, c.kind, 1.0)
     state.added.append((c, vector, me))
     if d.action == "supersede" and d.target is not None:
         old = d.target
-        session.execute(
+        plan.update(
             update(Memory)
             .where(Memory.id == old.id, Memory.superseded_by.is_(None))
-            .values(valid_to=c.event_time, superseded_by=memory_id, updated_at=func.now())
+            .values(valid_to=c.event_time, superseded_by=memory_id, updated_at=func.now()),
+            tenant=c.tenant,
+            user_id=c.user_id,
+            memory_id=old.id,
+            old_hash=old.content_hash,
+            new_hash=None,
         )
         state.retired.add(old.id)
         events.append(
@@ -268,7 +313,7 @@ def _apply(
 
 
 def _merge(
-    session: Session,
+    plan: WritePlan,
     c: Candidate,
     vector: np.ndarray,
     d: Decision,
@@ -278,6 +323,7 @@ def _merge(
     target = d.target
     assert target is not None
     kept = d.content or better_written(target.content, c.content)
+    kept_hash = content_hash(kept)
     values: dict[str, Any] = {
         "reinforcement_count": Memory.reinforcement_count + 1,
         "last_seen_at": func.greatest(Memory.last_seen_at, c.event_time),
@@ -289,11 +335,19 @@ def _merge(
             ).bindparams(src=c.source_turn_ids)
         ),
     }
-    if kept != target.content:
-        values |= {"content": kept, "content_hash": content_hash(kept)}
+    rewritten = kept != target.content
+    if rewritten:
+        values |= {"content": kept, "content_hash": kept_hash}
         if kept == c.content:
             values["embedding"] = vector
-    session.execute(update(Memory).where(Memory.id == target.id).values(**values))
-    state.rewritten[target.id] = replace(target, content=kept, content_hash=content_hash(kept))
+    plan.update(
+        update(Memory).where(Memory.id == target.id).values(**values),
+        tenant=c.tenant,
+        user_id=c.user_id,
+        memory_id=target.id,
+        old_hash=target.content_hash,
+        new_hash=kept_hash,
+    )
+    state.rewritten[target.id] = replace(target, content=kept, content_hash=kept_hash)
     events.append(_event(c, target.id, "merge", old=target.content, new=kept, reason=d.reason))
     return target.id

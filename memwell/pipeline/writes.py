@@ -1,0 +1,162 @@
+"""A reconcile batch's writes, planned in Python and applied in a few statements.
+
+Writing each candidate as it was decided cost one round trip per memory (plus
+SQLAlchemy's per-statement overhead), which was most of reconcile's time. Instead,
+the batch reads which normalised contents its users already hold live (one
+statement), predicts each upsert's outcome from that (insert with a new id, or
+reinforce the live row), and queues the write. `WritePlan.execute` then applies
+the queue in decision order, so every statement sees the same rows it would have
+seen one by one; consecutive inserts (most of a batch) become one multi-row
+INSERT, which is equivalent because a plan never inserts two live rows with one
+content hash.
+
+The prediction holds because the batch holds its users' advisory locks. A writer
+that does not take them (a session summary) can still race it: then an insert
+hits the live-hash unique index, or a reinforced row is no longer live. Either
+raises `PlanStale` (an IntegrityError is turned into one by the caller), and the
+caller re-plans from fresh reads inside a savepoint.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import CursorResult, Executable, insert, text
+from sqlalchemy.orm import Session
+
+from memwell.db.models import Memory
+from memwell.pipeline.memories import Candidate
+
+LiveKey = tuple[str, str, str]  # (tenant, user_id, content_hash)
+
+
+class PlanStale(Exception):
+    """The database no longer matches what the plan predicted; re-plan."""
+
+
+_LIVE_HASHES = text(
+    """
+    SELECT m.tenant, m.user_id, m.content_hash, m.id
+    FROM memories m
+    JOIN unnest(CAST(:tenants AS text[]), CAST(:users AS text[]), CAST(:hashes AS text[]))
+         AS c(tenant, user_id, content_hash)
+      ON m.tenant = c.tenant AND m.user_id = c.user_id AND m.content_hash = c.content_hash
+    WHERE m.deleted_at IS NULL AND m.superseded_by IS NULL
+    """
+)
+
+# The DO UPDATE branch of memwell/pipeline/memories.py's upsert, for a row the plan
+# knows is live: an exact duplicate reinforces it.
+_REINFORCE = text(
+    """
+    UPDATE memories SET
+        reinforcement_count = reinforcement_count + 1,
+        last_seen_at = greatest(last_seen_at, :at),
+        importance = greatest(importance, :importance),
+        updated_at = now(),
+        source_turn_ids = ARRAY(
+            SELECT DISTINCT unnest(source_turn_ids || CAST(:sources AS text[])))
+    WHERE id = :id AND deleted_at IS NULL AND superseded_by IS NULL
+    """
+)
+
+
+def fetch_live_hashes(
+    session: Session, candidates: Sequence[Candidate], digests: Sequence[str]
+) -> dict[LiveKey, uuid.UUID]:
+    """The live memory holding each candidate's normalised content, where one does."""
+    if not candidates:
+        return {}
+    rows = session.execute(
+        _LIVE_HASHES,
+        {
+            "tenants": [c.tenant for c in candidates],
+            "users": [c.user_id for c in candidates],
+            "hashes": list(digests),
+        },
+    )
+    return {(r.tenant, r.user_id, r.content_hash): r.id for r in rows}
+
+
+@dataclass
+class WritePlan:
+    """Queued writes, and the live (tenant, user, hash) -> id map they will leave."""
+
+    live: dict[LiveKey, uuid.UUID]
+    model: str
+    _ops: list[list[dict[str, Any]] | Executable | dict[str, Any]] = field(default_factory=list)
+
+    def upsert(self, c: Candidate, digest: str, vector: np.ndarray) -> tuple[uuid.UUID, bool]:
+        """Queue memwell/pipeline/memories.py's upsert; returns its (id, added)."""
+        key = (c.tenant, c.user_id, digest)
+        existing = self.live.get(key)
+        if existing is not None:
+            self._ops.append(
+                {
+                    "id": existing,
+                    "at": c.event_time,
+                    "importance": c.importance,
+                    "sources": c.source_turn_ids,
+                }
+            )
+            return existing, False
+        memory_id = uuid.uuid4()
+        self.live[key] = memory_id
+        row = {
+            "id": memory_id,
+            "tenant": c.tenant,
+            "user_id": c.user_id,
+            "agent_id": c.agent_id,
+            "session_id": c.session_id,
+            "kind": c.kind,
+            "content": c.content,
+            "content_hash": digest,
+            "embedding": vector,
+            "embedding_model": self.model,
+            "importance": c.importance,
+            "created_at": c.event_time,
+            "valid_from": c.event_time,
+            "last_seen_at": c.event_time,
+            "source_turn_ids": c.source_turn_ids,
+            "metadata_": c.metadata,
+        }
+        last = self._ops[-1] if self._ops else None
+        if isinstance(last, list):
+            last.append(row)
+        else:
+            self._ops.append([row])
+        return memory_id, True
+
+    def update(
+        self,
+        stmt: Executable,
+        *,
+        tenant: str,
+        user_id: str,
+        memory_id: uuid.UUID,
+        old_hash: str,
+        new_hash: str | None,
+    ) -> None:
+        """Queue an update that retires a row's hash (new_hash None) or changes it."""
+        old = (tenant, user_id, old_hash)
+        if self.live.get(old) == memory_id:
+            del self.live[old]
+        if new_hash is not None:
+            self.live[(tenant, user_id, new_hash)] = memory_id
+        self._ops.append(stmt)
+
+    def execute(self, session: Session) -> None:
+        """Apply the queue in order; PlanStale when a prediction turns out wrong."""
+        for op in self._ops:
+            if isinstance(op, list):
+                session.execute(insert(Memory), op)
+            elif isinstance(op, dict):
+                result: CursorResult[Any] = session.execute(_REINFORCE, op)  # type: ignore[assignment]
+                if result.rowcount != 1:
+                    raise PlanStale(f"memory {op['id']} is no longer live")
+            else:
+                session.execute(op)
