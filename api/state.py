@@ -28,6 +28,7 @@ from memwell.keycache import KeyCache
 from memwell.llm import build_chat_model
 from memwell.outbox import accept_turns
 from memwell.ratelimit import RateLimiter
+from memwell.redis_clients import async_client
 from memwell.settings import Settings
 from memwell.turns import IngestPayload
 
@@ -84,7 +85,7 @@ def build_state(settings: Settings) -> AppState:
     redis_url = stack.redis_url(settings)
     outbox_engine = make_engine(stack.database_url(settings), pool_size=4)
     accept = partial(accept_turns, make_sessionmaker(outbox_engine), broker_url=redis_url)
-    client = aioredis.Redis.from_url(redis_url)
+    client = async_client(redis_url)
     deps = ChatDeps(
         settings=settings,
         # Every request's queries run as `memwell_app` under row-level security.

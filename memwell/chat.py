@@ -91,20 +91,15 @@ async def retrieve(
     marked accessed in the background; the caller never waits for that write.
     """
     start = time.perf_counter()
+    # No connection is held while the query waits for, and runs on, the CPU: under load
+    # (200 clients) requests holding one while queued for the embedder emptied the pool.
+    vector = await asyncio.to_thread(deps.embedder.embed_query, query)
+    if watch:
+        start = watch.lap("embed", start)
     model = deps.embedder.model_name
     # The session runs as `memwell_app` for this tenant (row-level security).
     async with deps.sessions(info={"tenant": tenant}) as session:
-
-        async def begin() -> int | None:
-            await session.connection()  # checkout and the tenant's role: one round trip
-            return await deps.ann.dims_for(session, tenant, user_id, model)
-
-        # The embedding is CPU work in a thread; the transaction starts meanwhile.
-        vector, ann_dims = await asyncio.gather(
-            asyncio.to_thread(deps.embedder.embed_query, query), begin()
-        )
-        if watch:
-            start = watch.lap("embed", start)
+        ann_dims = await deps.ann.dims_for(session, tenant, user_id, model)
         params = params_from_settings(
             deps.settings,
             tenant=tenant,

@@ -14,7 +14,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-import redis.asyncio as aioredis
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
@@ -24,6 +23,7 @@ from memwell.buffer import SessionBuffer
 from memwell.db.engine import make_async_engine, make_async_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
+from memwell.redis_clients import async_client
 from memwell.settings import Settings
 
 INSTRUCTIONS = (
@@ -49,7 +49,7 @@ def build_deps(settings: Settings, *, tenant: str | None = None) -> tools.ToolDe
             capacity=settings.query_cache_size,
         ),
         buffer=SessionBuffer(
-            aioredis.Redis.from_url(redis_url),
+            async_client(redis_url),
             token_budget=settings.buffer_token_budget,
             ttl_s=settings.buffer_ttl_s,
         ),
