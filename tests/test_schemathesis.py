@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+import schemathesis.specs.openapi.schemas  # noqa: F401  (see below)
 import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -34,6 +35,11 @@ from schemathesis.specs.openapi.checks import (
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
 
+# Why the eager import above: `from_url` imports it lazily, and pytest rewrites its
+# modules with ast.parse on the main thread while the API serves from another thread.
+# CPython 3.11.7 keeps the AST converter's recursion depth per interpreter, not per
+# thread, so two threads converting ASTs at once fail with "AST constructor recursion
+# depth mismatch" (seen once in a full run of this suite).
 EXAMPLES = int(os.environ.get("MEMWELL_FUZZ_EXAMPLES", "25"))
 STATUSES: Counter[int] = Counter()
 
