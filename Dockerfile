@@ -42,9 +42,9 @@ ENV HF_HUB_OFFLINE=1 \
 
 USER memwell
 
-# Export the local embedding model to ONNX now, so containers start warm and never need torch
-# at run time (the runtime uses onnxruntime + tokenizers only).
-RUN python -c "from memwell.embeddings.onnx_export import ensure_onnx_model; from pathlib import Path; ensure_onnx_model(Path('/models'))"
+# Export the local embedding model to ONNX now, fp32 (memories) and int8 (queries), so
+# containers start warm and never need torch at run time (onnxruntime + tokenizers only).
+RUN python -c "from memwell.embeddings.onnx_export import ensure_onnx_model as e; from pathlib import Path; e(Path('/models')); e(Path('/models'), quantized=True)"
 
 EXPOSE 8420
 

@@ -20,6 +20,7 @@ from memwell.db.engine import (
     make_engine,
     make_sessionmaker,
 )
+from memwell.db.read_pool import TenantReadPool
 from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
@@ -49,6 +50,7 @@ class AppState:
         """Pay first-use costs at startup, not on the first user's request: the ONNX
         session's first run, and one pooled connection to Postgres and to Redis."""
         await asyncio.to_thread(self.chat.embedder.inner.embed, ["warm up"])
+        await self.chat.reads.open()
         async with self.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
         await self.redis.ping()
@@ -59,6 +61,7 @@ class AppState:
     key_cache: KeyCache
 
     async def aclose(self) -> None:
+        await self.chat.reads.close()
         await self.redis.aclose()
         await self.engine.dispose()
         self.outbox_engine.dispose()
@@ -90,6 +93,7 @@ def build_state(settings: Settings) -> AppState:
         settings=settings,
         # Every request's queries run as `memwell_app` under row-level security.
         sessions=make_async_tenant_sessionmaker(engine),
+        reads=TenantReadPool(stack.database_url(settings)),
         buffer=SessionBuffer(
             client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         ),

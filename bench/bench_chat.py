@@ -119,7 +119,8 @@ def measure_floors(chat: ChatStack, messages: Sequence[str]) -> dict[str, list[f
         return pipe.execute()
 
     # Built exactly as the API builds its own (api/state.py), minus its cache and meter.
-    embedder = build_embedder(Settings(embedding_provider="local"))
+    settings = Settings(embedding_provider="local")
+    embedder = build_embedder(settings, for_queries=True)
     vectors = [embedder.embed([m])[0] for m in messages]
     n = len(messages)
     with psycopg.connect(libpq_url(chat.stack.database_url), autocommit=True) as conn:
@@ -127,7 +128,9 @@ def measure_floors(chat: ChatStack, messages: Sequence[str]) -> dict[str, list[f
         tops = [bare_exact(conn, user_name((i * 7919) % chat.users)) for i in range(n)]
         floors = {
             "Redis round trip (pipeline PING+GET)": _time_ms(redis_rtt, n),
-            "query embedding, batch 1": _time_ms(lambda i: embedder.embed([messages[i]]), n),
+            f"query embedding, batch 1 ({settings.local_query_precision})": _time_ms(
+                lambda i: embedder.embed([messages[i]]), n
+            ),
             "bare per-user exact top-10": _time_ms(lambda i: tops[i](vectors[i]), n),
         }
     client.close()

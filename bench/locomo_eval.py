@@ -112,7 +112,8 @@ def evaluate_memwell(
     conversations: list[Conversation], database_url: str, configs: list[str]
 ) -> dict[str, Scores]:
     settings = get_settings()
-    embedder = build_embedder(settings)
+    # Questions are embedded as the API embeds a query (its weights may differ).
+    embedder = build_embedder(settings, for_queries=True)
     sessions = make_sessionmaker(make_engine(database_url, pool_size=1))
     results = {name: Scores() for name in configs}
     for conv in conversations:
@@ -219,7 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if judged != winner:
         _per_category("memwell: default (the shipped settings)", results[judged])
     _, _, r10, _, tok = results[judged].summary(list(CATEGORIES))
-    print(f"\nembedder: {get_settings().local_embedding_precision}; judged: {judged}")
+    settings = get_settings()
+    print(f"\nembedder: memories {settings.local_embedding_precision}, queries "
+          f"{settings.local_query_precision}; judged: {judged}")  # fmt: skip
     print(f"goal: R@10 >= 0.70 -> {r10:.3f}; tokens <= 1.5 x 10 raw turns "
           f"({tok_raw:.1f}) -> {tok:.1f} = {tok / max(tok_raw, 1e-9):.2f}x")  # fmt: skip
     return 0

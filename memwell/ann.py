@@ -33,6 +33,8 @@ from psycopg import sql
 from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memwell.db.read_pool import TenantReadPool
+
 log = logging.getLogger(__name__)
 
 # Built once per user; these trade build time for recall on ~50k-1M rows.
@@ -175,6 +177,10 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
     return changes
 
 
+_REGISTERED = "SELECT user_id, embedding_model, dims FROM memory_ann_indexes WHERE tenant = :tenant"
+_REGISTERED_PG = _REGISTERED.replace(":tenant", "%(tenant)s")  # the driver's placeholder
+
+
 class AnnRegistry:
     """Which users have an ANN index: one small query per tenant per `ttl_s` per process.
 
@@ -190,17 +196,16 @@ class AnnRegistry:
         self._tenants: dict[str, tuple[float, dict[tuple[str, str], int]]] = {}
 
     async def dims_for(
-        self, session: AsyncSession, tenant: str, user_id: str, model: str
+        self, source: AsyncSession | TenantReadPool, tenant: str, user_id: str, model: str
     ) -> int | None:
+        """`source`: where to read the registry, as `tenant` (row-level security)."""
         loaded_at, dims = self._tenants.get(tenant, (float("-inf"), {}))
         if time.monotonic() - loaded_at > self.ttl_s:
-            rows = await session.execute(
-                text(
-                    "SELECT user_id, embedding_model, dims FROM memory_ann_indexes"
-                    " WHERE tenant = :tenant"
-                ),
-                {"tenant": tenant},
-            )
+            if isinstance(source, TenantReadPool):
+                rows = await source.fetch_all(tenant, [(_REGISTERED_PG, {"tenant": tenant})])
+            else:
+                result = await source.execute(text(_REGISTERED), {"tenant": tenant})
+                rows = list(result)
             dims = {(r[0], r[1]): int(r[2]) for r in rows}
             self._tenants[tenant] = (time.monotonic(), dims)
         return dims.get((user_id, model))

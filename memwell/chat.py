@@ -20,11 +20,18 @@ from memwell.access import record_access_in_background
 from memwell.ann import AnnRegistry
 from memwell.buffer import BufferSnapshot, SessionBuffer
 from memwell.context import assemble_context
+from memwell.db.read_pool import TenantReadPool
 from memwell.embeddings import CachedQueryEmbedder
 from memwell.llm import ChatModel, ModelRequest
 from memwell.logs import current_request_id
 from memwell.metrics import observe_chat_timings, record_llm_call
-from memwell.retrieval import MemoryHit, Overrides, SearchFilters, params_from_settings, search
+from memwell.retrieval import (
+    MemoryHit,
+    Overrides,
+    SearchFilters,
+    params_from_settings,
+    search_pooled,
+)
 from memwell.settings import Settings
 from memwell.turns import IngestPayload, TurnIn, new_turn_id
 
@@ -37,6 +44,8 @@ class ChatDeps:
 
     settings: Settings
     sessions: async_sessionmaker[AsyncSession]
+    #: retrieval's reads: one round trip per search (memwell/db/read_pool.py)
+    reads: TenantReadPool
     buffer: SessionBuffer
     embedder: CachedQueryEmbedder
     model: ChatModel
@@ -97,23 +106,22 @@ async def retrieve(
     if watch:
         start = watch.lap("embed", start)
     model = deps.embedder.model_name
-    # The session runs as `memwell_app` for this tenant (row-level security).
-    async with deps.sessions(info={"tenant": tenant}) as session:
-        ann_dims = await deps.ann.dims_for(session, tenant, user_id, model)
-        params = params_from_settings(
-            deps.settings,
-            tenant=tenant,
-            user_id=user_id,
-            query_vector=vector,
-            embedding_model=model,
-            query_text=query,
-            k=k,
-            filters=filters,
-            as_of=as_of,
-            overrides=overrides,
-            ann_dims=ann_dims,
-        )
-        hits = await search(session, params)
+    # Both reads run as `memwell_app` for this tenant (row-level security).
+    ann_dims = await deps.ann.dims_for(deps.reads, tenant, user_id, model)
+    params = params_from_settings(
+        deps.settings,
+        tenant=tenant,
+        user_id=user_id,
+        query_vector=vector,
+        embedding_model=model,
+        query_text=query,
+        k=k,
+        filters=filters,
+        as_of=as_of,
+        overrides=overrides,
+        ann_dims=ann_dims,
+    )
+    hits = await search_pooled(deps.reads, params)
     if watch:
         watch.lap("retrieve", start)
     if deps.access is not None and as_of is None:

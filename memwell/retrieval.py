@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from memwell.db.driver import fetch_all, fetch_all_async
+from memwell.db.read_pool import Statement, TenantReadPool
 from memwell.errors import InvalidInput
 from memwell.retrieval_sql import Fusion, StatementShape, build_statement
 from memwell.settings import Settings
@@ -242,10 +243,11 @@ def _hit(row: Any) -> MemoryHit:
 # matches that predicate, so after psycopg's fifth execution Postgres silently fell
 # back to scanning every row of the user (measured: slower than the exact path).
 # SET LOCAL scopes both to this transaction; only the rare ANN user pays the round trip.
-_EF_SEARCH = text(
-    "SELECT set_config('hnsw.ef_search', :ef, true),"
-    " set_config('plan_cache_mode', 'force_custom_plan', true)"
+_EF_SEARCH_SQL = (
+    "SELECT set_config('hnsw.ef_search', %(ef)s, true) AS ef_search,"
+    " set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode"
 )
+_EF_SEARCH = text(_EF_SEARCH_SQL.replace("%(ef)s", ":ef"))
 
 
 def _ef(params: SearchParams) -> dict[str, str]:
@@ -259,6 +261,16 @@ async def search(session: AsyncSession, params: SearchParams) -> list[MemoryHit]
         await session.execute(_EF_SEARCH, _ef(params))
     rows = await fetch_all_async(await session.connection(), sql, binds)
     return [_hit(r) for r in rows]
+
+
+async def search_pooled(pool: TenantReadPool, params: SearchParams) -> list[MemoryHit]:
+    """Same statement, with its settings, in one round trip (the API's request path)."""
+    sql, binds = _bind(params)
+    statements: list[Statement] = []
+    if params.ann_dims is not None:
+        statements.append((_EF_SEARCH_SQL, _ef(params)))
+    statements.append((sql, binds))
+    return [_hit(r) for r in await pool.fetch_all(params.tenant, statements)]
 
 
 def search_sync(session: Session, params: SearchParams) -> list[MemoryHit]:

@@ -131,6 +131,15 @@ class TurnIn(BaseModel):
     def _metadata_is_plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_metadata(value)
 
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _event_time_is_text(cls, value: object) -> object:
+        # Pydantic would read a number as Unix time, which the schema does not offer
+        # and which hides a seconds/milliseconds mix-up (1024 became 1970-01-01T00:17).
+        if isinstance(value, int | float):
+            raise ValueError("created_at must be an ISO-8601 string, not a number")
+        return value
+
     @field_validator("created_at")
     @classmethod
     def _sane_event_time(cls, value: datetime | None) -> datetime | None:

@@ -28,7 +28,14 @@ def _prepare_local_model(settings: Settings) -> None:
     from memwell.embeddings.onnx_export import ensure_onnx_model
 
     log.info("preparing the local embedding model in %s", settings.model_cache_dir)
-    ensure_onnx_model(settings.model_cache_dir, progress=lambda msg: log.info("model: %s", msg))
+    # Memories and queries may use different weights (int8 queries by default).
+    precisions = {settings.local_embedding_precision, settings.local_query_precision}
+    for precision in sorted(precisions):
+        ensure_onnx_model(
+            settings.model_cache_dir,
+            quantized=precision == "int8",
+            progress=lambda msg: log.info("model: %s", msg),
+        )
 
 
 def _auth_env(settings: Settings, database_url: str, *, with_demo: bool) -> dict[str, str]:

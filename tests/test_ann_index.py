@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 from sqlalchemy import Engine, create_engine, delete, pool, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -9,7 +11,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell.ann import index_name, maintain_ann_indexes, text_index_name
 from memwell.db.driver import fetch_all
 from memwell.db.models import Memory
-from memwell.retrieval import ANN_TERM_CAP_PER_CANDIDATE, SearchParams, _bind, search_sync
+from memwell.db.read_pool import TenantReadPool
+from memwell.retrieval import (
+    ANN_TERM_CAP_PER_CANDIDATE,
+    MemoryHit,
+    SearchParams,
+    _bind,
+    search_pooled,
+    search_sync,
+)
 from tests.memory_factory import DIMS, MODEL, NOW, add_memory
 
 ROWS = 240
@@ -20,7 +30,21 @@ def _engine(db: sessionmaker[Session]) -> Engine:
     return create_engine(bind.url, poolclass=pool.NullPool)
 
 
-def test_ann_index_lifecycle_and_plan(db: sessionmaker[Session], ids: dict[str, str]) -> None:
+def _search_pooled(database_url: str, params: SearchParams) -> list[MemoryHit]:
+    async def run() -> list[MemoryHit]:
+        reads = TenantReadPool(database_url, max_size=1)
+        await reads.open()
+        try:
+            return await search_pooled(reads, params)
+        finally:
+            await reads.close()
+
+    return asyncio.run(run())
+
+
+def test_ann_index_lifecycle_and_plan(
+    db: sessionmaker[Session], database_url: str, ids: dict[str, str]
+) -> None:
     t, u = ids["tenant"], ids["user"]
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((ROWS, DIMS)).astype(np.float32)
@@ -59,6 +83,8 @@ def test_ann_index_lifecycle_and_plan(db: sessionmaker[Session], ids: dict[str, 
             exact_hits = search_sync(s, SearchParams(**{**params.__dict__, "ann_dims": None}))
         assert ann_hits[0].content == "row 5"
         assert [h.id for h in ann_hits] == [h.id for h in exact_hits]
+        # The request path's pooled search sends the ANN settings in the same pipeline.
+        assert [h.id for h in _search_pooled(database_url, params)] == [h.id for h in ann_hits]
 
         with db.begin() as s:
             s.execute(

@@ -45,6 +45,14 @@ def test_unknown_route_is_a_problem_too(api: TestClient) -> None:
     _assert_problem(api.get("/v1/nothing-here"), 404, "not-found")
 
 
+def test_numeric_event_time_is_refused(api: TestClient, ids: dict[str, str]) -> None:
+    """The schema offers an ISO-8601 string; a number (Unix time? milliseconds?) is a
+    422, not silently read as seconds since 1970 (schemathesis found 1024 accepted)."""
+    turn = {"user_id": ids["user"], "session_id": "s", "content": "x", "created_at": 1024}
+    body = _assert_problem(api.post("/v1/turns", json={"turns": [turn]}), 422, "invalid-input")
+    assert body["errors"][0]["loc"][:4] == ["body", "turns", 0, "created_at"]
+
+
 def test_batch_with_one_bad_turn_is_rejected_whole(
     api: TestClient,
     worker: WorkerProcess,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
 import sqlalchemy.exc
 from sqlalchemy import Engine, create_engine, func, insert, pool, select, text, update
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell.ann import AnnRegistry
 from memwell.db.engine import make_async_engine
 from memwell.db.models import MemoryAnnIndex, Turn
+from memwell.db.read_pool import TenantReadPool
 from memwell.db.tenancy import (
     make_async_tenant_sessionmaker,
     make_tenant_sessionmaker,
@@ -123,3 +125,36 @@ def test_ann_registry_answers_for_every_tenant_under_rls(
         return found
 
     assert asyncio.run(lookup()) == [384, 384, 384]
+
+
+def test_read_pool_runs_as_the_tenant_and_leaves_nothing_behind(
+    database_url: str, two_tenants: tuple[str, str]
+) -> None:
+    """The request path's pooled reads: the tenant's rows only, as `memwell_app`, and
+    the connection goes back to the pool with neither setting, even after an error."""
+    a, b = two_tenants
+    everything = ("SELECT tenant, current_user AS role FROM turns ORDER BY id", {})
+
+    async def run() -> tuple[list[object], list[object], tuple[object, ...] | None]:
+        reads = TenantReadPool(database_url, max_size=1)  # one connection: reused by all
+        await reads.open()
+        try:
+            seen_a = await reads.fetch_all(a, [everything])
+            with pytest.raises(psycopg.errors.UndefinedTable):
+                await reads.fetch_all(a, [("SELECT * FROM no_such_table", {})])
+            seen_b = await reads.fetch_all(b, [everything])
+            # Straight on the pool's (only) connection, as the next request would get it.
+            async with reads._pool.connection() as conn:
+                cursor = await conn.execute(
+                    "SELECT current_user = 'memwell_app',"
+                    " coalesce(current_setting('memwell.tenant', true), '')"
+                )
+                left = await cursor.fetchone()
+        finally:
+            await reads.close()
+        return seen_a, seen_b, left
+
+    seen_a, seen_b, left = asyncio.run(run())
+    assert [tuple(r) for r in seen_a] == [(a, "memwell_app"), (a, "memwell_app")]  # type: ignore[arg-type]
+    assert [tuple(r) for r in seen_b] == [(b, "memwell_app")]  # type: ignore[arg-type]
+    assert left == (False, "")

@@ -36,11 +36,12 @@ def _vector_dumper(oid: int) -> type[Dumper]:
     return type("QueryVectorDumper", (VectorBinaryDumper,), {"oid": oid})
 
 
-def _missing() -> psycopg.ProgrammingError:
+def missing_vector_type() -> psycopg.ProgrammingError:
     return psycopg.ProgrammingError("the vector type is missing: run `memwell migrate`")
 
 
-def _cursor(raw: Any, oid: int) -> Any:
+def vector_cursor(raw: Any, oid: int) -> Any:
+    """A cursor of `raw` that sends numpy arrays as binary pgvector values; rows by name."""
     cursor = raw.cursor(row_factory=namedtuple_row)
     cursor.adapters.register_dumper(np.ndarray, _vector_dumper(oid))
     return cursor
@@ -53,9 +54,9 @@ def fetch_all(connection: Connection, sql: str, binds: dict[str, Any]) -> list[R
     if oid is None:
         info = TypeInfo.fetch(raw, "vector")
         if info is None:
-            raise _missing()
+            raise missing_vector_type()
         oid = connection.info[_VECTOR_OID] = info.oid
-    with _cursor(raw, oid) as cursor:
+    with vector_cursor(raw, oid) as cursor:
         cursor.execute(sql, binds, prepare=True, binary=True)
         return list(cursor.fetchall())
 
@@ -70,8 +71,8 @@ async def fetch_all_async(
     if oid is None:
         info = await TypeInfo.fetch(raw, "vector")
         if info is None:
-            raise _missing()
+            raise missing_vector_type()
         oid = proxied.info[_VECTOR_OID] = info.oid
-    async with _cursor(raw, oid) as cursor:
+    async with vector_cursor(raw, oid) as cursor:
         await cursor.execute(sql, binds, prepare=True, binary=True)
         return list(await cursor.fetchall())
