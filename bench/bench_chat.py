@@ -39,7 +39,6 @@ STAGES = (
     "model",
     "buffer_append",
     "enqueue",
-    "summarize",
     "total",
 )
 GOAL_MS = 10.0

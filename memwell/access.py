@@ -11,7 +11,6 @@ never memories; that trade keeps the queue a plain list.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -24,11 +23,11 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memwell.background import spawn
+
 log = logging.getLogger(__name__)
 
 ACCESS_KEY = "memwell:accessed"
-
-_pending: set[asyncio.Task[Any]] = set()
 
 
 def _entries(tenant: str, ids: Iterable[uuid.UUID], at: datetime) -> list[str]:
@@ -50,17 +49,10 @@ def record_access_in_background(
     """Schedule `record_access` without awaiting it: the response does not wait."""
     if not ids:
         return
-    task = asyncio.get_running_loop().create_task(
-        record_access(client, tenant=tenant, ids=ids, at=datetime.now(UTC))
+    spawn(
+        record_access(client, tenant=tenant, ids=ids, at=datetime.now(UTC)),
+        what=f"access tracking of {len(ids)} hits",
     )
-    _pending.add(task)  # keep a reference, or the loop may collect it mid-flight
-
-    def _done(t: asyncio.Task[Any]) -> None:
-        _pending.discard(t)
-        if not t.cancelled() and t.exception() is not None:
-            log.warning("access tracking dropped %d hits: %s", len(ids), t.exception())
-
-    task.add_done_callback(_done)
 
 
 _FLUSH = text(

@@ -46,7 +46,7 @@ HTTP_REQUEST_SECONDS = Histogram(
 CHAT_STAGE_SECONDS = Histogram(
     "memwell_chat_stage_duration_seconds",
     "Chat path stage timings: buffer, embed, retrieve, assemble, model, buffer_append and "
-    "enqueue (concurrent), summarize (when the buffer evicted), total.",
+    "enqueue (concurrent), total.",
     ["stage"],
     buckets=_FAST,
 )

@@ -1,12 +1,13 @@
-"""A psycopg pool for the request path's tenant-scoped reads: one network round trip each.
+"""A psycopg pool for the request path's tenant-scoped reads: one round trip per search.
 
 Why not the SQLAlchemy session: a search through it took a pool checkout with its
 pre-ping, the transaction's BEGIN, the tenant's `set_config`, the statement and the
 ROLLBACK on release, each a round trip of its own plus the ORM's bookkeeping (about
 0.9 ms of a 2.2 ms search measured in one process; more in the API, where the event
 loop also serves everything else). Here the role, the tenant setting and the statement
-go out together in pipeline mode and come back in one round trip; the rollback that
-ends the transaction is the only other one.
+go out together in pipeline mode, between the BEGIN and the ROLLBACK that bound the
+transaction, and come back in one round trip (the pool's check of the connection it
+hands out is the only other one).
 
 Row-level security still binds every statement: the transaction runs as `memwell_app`
 for this tenant (`memwell/db/tenancy.py`), and the rollback ends both settings.
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
@@ -46,6 +48,8 @@ class TenantReadPool:
             # A cheap check (one empty query) that drops connections a restart of the
             # server closed, instead of failing the request that draws one.
             check=AsyncConnectionPool.check_connection,
+            # Transactions are explicit below, so BEGIN and ROLLBACK join the pipeline.
+            kwargs={"autocommit": True},
             name="memwell-reads",
         )
         self._vector_oid: int | None = None
@@ -68,19 +72,22 @@ class TenantReadPool:
             oid = self._vector_oid or await self._fetch_vector_oid(conn)
             try:
                 async with conn.pipeline(), vector_cursor(conn, oid) as cursor:
+                    await conn.execute("BEGIN")
                     await cursor.execute(
                         _ENTER, {"role": TENANT_ROLE, "tenant": tenant}, prepare=True
                     )
                     for sql, binds in statements:
                         await cursor.execute(sql, binds, prepare=True, binary=True)
+                    await conn.execute("ROLLBACK")
                     return list(await cursor.fetchall())
             finally:
-                await conn.rollback()
+                # After an error the server skipped the rest, ROLLBACK included.
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    await conn.rollback()
 
     async def _fetch_vector_oid(self, conn: psycopg.AsyncConnection[Any]) -> int:
         info = await TypeInfo.fetch(conn, "vector")
         if info is None:
             raise missing_vector_type()
-        await conn.rollback()  # TypeInfo.fetch opened a transaction
         self._vector_oid = info.oid
         return info.oid
