@@ -1,6 +1,7 @@
 """`memwell maintenance decay|prune|sweep|close-idle [--dry-run]`: the beat jobs by
 hand, through the same functions the scheduled tasks call. A run walks to the end
-(no batch cap), printing what it did; --dry-run changes nothing."""
+(no batch cap), printing what it did; --dry-run changes nothing. `cluster` is the one
+command that is no beat job (see memwell/maintenance/layout.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from memwell import stack
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.maintenance.batches import JobReport
 from memwell.maintenance.jobs import run_close_idle, run_decay, run_prune, run_sweep
+from memwell.maintenance.layout import cluster_memories
 from memwell.settings import Settings, get_settings
 
 dry_run_option = click.option(
@@ -84,3 +86,22 @@ def sweep(dry_run: bool) -> None:
             s, cfg, _redis(cfg), broker_url=stack.redis_url(cfg), now=now, dry_run=dry_run
         )
     )
+
+
+@maintenance.command()
+@dry_run_option
+@click.option(
+    "--lock-timeout",
+    default=5.0,
+    show_default=True,
+    help="Seconds to wait for the table lock before giving up.",
+)
+def cluster(dry_run: bool, lock_timeout: float) -> None:
+    """Rewrite memories so each user's rows sit together (locks the table; not a beat job)."""
+    settings = get_settings()
+    engine = make_engine(stack.database_url(settings), pool_size=1)
+    try:
+        report = cluster_memories(engine, lock_timeout_s=lock_timeout, dry_run=dry_run)
+    finally:
+        engine.dispose()
+    click.echo(json.dumps(report.as_dict(), sort_keys=True))
