@@ -158,3 +158,26 @@ def test_read_pool_runs_as_the_tenant_and_leaves_nothing_behind(
     assert [tuple(r) for r in seen_a] == [(a, "memwell_app"), (a, "memwell_app")]  # type: ignore[arg-type]
     assert [tuple(r) for r in seen_b] == [(b, "memwell_app")]  # type: ignore[arg-type]
     assert left == (False, "")
+
+
+def test_read_pool_returns_the_last_statements_rows(database_url: str) -> None:
+    """Only the last statement's rows come back, never a setting's (the settings once
+    shared its cursor, and a search returned the tenant setting's row instead)."""
+    setting = ("SELECT set_config('application_name', 'memwell-test', true) AS app", {})
+
+    async def run() -> list[list[tuple[str, ...]]]:
+        reads = TenantReadPool(database_url, max_size=1)
+        await reads.open()
+        try:
+            out = []
+            for i in range(100):
+                rows = await reads.fetch_all("t", [setting, ("SELECT %(i)s::int AS i", {"i": i})])
+                out.append([r._fields for r in rows])
+                assert [r.i for r in rows] == [i]
+            # No rows (a user without memories): none, not the settings' rows.
+            assert await reads.fetch_all("t", [setting, ("SELECT 1 WHERE false", {})]) == []
+            return out
+        finally:
+            await reads.close()
+
+    assert all(fields == [("i",)] for fields in asyncio.run(run()))

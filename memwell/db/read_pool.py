@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
@@ -27,7 +26,6 @@ from memwell.db.driver import Row, missing_vector_type, vector_cursor
 from memwell.db.tenancy import TENANT_ROLE
 from memwell.embedded import libpq_url
 
-# Named columns: the cursor's rows are namedtuples, which refuse two `set_config`s.
 _ENTER = (
     "SELECT set_config('role', %(role)s, true) AS role,"
     " set_config('memwell.tenant', %(tenant)s, true) AS tenant"
@@ -70,20 +68,27 @@ class TenantReadPool:
             raise ValueError("no statement to run")
         async with self._pool.connection() as conn:
             oid = self._vector_oid or await self._fetch_vector_oid(conn)
+            *settings, (sql, binds) = statements
             try:
-                async with conn.pipeline(), vector_cursor(conn, oid) as cursor:
+                async with conn.pipeline():
                     await conn.execute("BEGIN")
-                    await cursor.execute(
-                        _ENTER, {"role": TENANT_ROLE, "tenant": tenant}, prepare=True
-                    )
-                    for sql, binds in statements:
+                    enter = {"role": TENANT_ROLE, "tenant": tenant}
+                    await conn.execute(_ENTER, enter, prepare=True)
+                    for setting, values in settings:
+                        await conn.execute(setting, values, prepare=True)
+                    # A cursor of its own: a cursor that ran several statements can
+                    # hand back an earlier one's rows if those arrived first.
+                    async with vector_cursor(conn, oid) as cursor:
                         await cursor.execute(sql, binds, prepare=True, binary=True)
-                    await conn.execute("ROLLBACK")
-                    return list(await cursor.fetchall())
-            finally:
-                # After an error the server skipped the rest, ROLLBACK included.
-                if conn.info.transaction_status != TransactionStatus.IDLE:
-                    await conn.rollback()
+                        await conn.execute("ROLLBACK")
+                        return list(await cursor.fetchall())
+            except BaseException:
+                # After an error the server skipped the rest of the pipeline, PREPAREs
+                # included, so psycopg's record of what this connection has prepared
+                # may no longer match the server's (a later search once ran another
+                # statement under its name). The pool replaces a closed connection.
+                await conn.close()
+                raise
 
     async def _fetch_vector_oid(self, conn: psycopg.AsyncConnection[Any]) -> int:
         info = await TypeInfo.fetch(conn, "vector")
