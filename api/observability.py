@@ -17,6 +17,7 @@ from fastapi import APIRouter, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StateDep
+from memwell.inflight import serving
 from memwell.logs import REQUEST_ID_HEADER, bound, get_logger, new_request_id
 from memwell.metrics import (
     HTTP_REQUEST_SECONDS,
@@ -63,7 +64,7 @@ class RequestContextMiddleware:
             await send(message)
 
         started = time.perf_counter()
-        with bound(request_id):
+        with bound(request_id), serving():
             try:
                 await self.app(scope, receive, send_with_id)
             finally:

@@ -14,6 +14,7 @@ from memwell.turns import (
     MAX_BATCH_TURNS,
     MAX_CONTENT_CHARS,
     Identifier,
+    Instant,
     TurnIn,
     check_metadata,
     check_text,
@@ -100,8 +101,8 @@ class SearchFiltersIn(BaseModel):
         # Checked like stored metadata: jsonb would refuse it with a server error.
         return None if value is None else check_metadata(value)
 
-    created_after: datetime | None = None
-    created_before: datetime | None = None
+    created_after: Instant | None = None
+    created_before: Instant | None = None
     agent_id: Identifier | None = None
     session_id: Identifier | None = None
     exclude_ids: list[uuid.UUID] | None = Field(default=None, max_length=1000)
@@ -142,7 +143,7 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=8_000)
     k: int | None = Field(default=None, strict=True, ge=1, le=100)
     filters: SearchFiltersIn = Field(default_factory=SearchFiltersIn)
-    as_of: datetime | None = Field(
+    as_of: Instant | None = Field(
         default=None, description="Answer as the store stood at this instant."
     )
     scoring: ScoringIn = Field(default_factory=ScoringIn)

@@ -101,6 +101,7 @@ def build_state(settings: Settings) -> AppState:
             MeteredEmbedder(build_embedder(settings, for_queries=True), use="query"),
             capacity=settings.query_cache_size,
         ),
+        local_embedder=settings.resolved_embedding_provider == "local",
         model=build_chat_model(settings),
         # The chat path's own durability (README "Durability"): the broker, like its
         # buffer, or the Postgres outbox at about 10 ms more per exchange.

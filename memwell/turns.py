@@ -16,6 +16,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -88,6 +89,18 @@ Identifier = Annotated[
 ]
 Role = Literal["user", "assistant", "system", "tool"]
 
+
+def _not_a_number(value: object) -> object:
+    # Pydantic would read a number as Unix time, which the schema does not offer and
+    # which hides a seconds/milliseconds mix-up (1024 became 1970-01-01T00:17:04).
+    if isinstance(value, int | float):
+        raise ValueError("must be an ISO-8601 date-time string, not a number")
+    return value
+
+
+#: A timestamp in a request: ISO-8601 text (or a datetime from Python callers).
+Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
+
 #: Event times further out than this are client clock or unit bugs, not history.
 MAX_FUTURE_SKEW = timedelta(days=1)
 MIN_EVENT_TIME = datetime(1970, 1, 1, tzinfo=UTC)
@@ -109,7 +122,7 @@ class TurnIn(BaseModel):
     session_id: Identifier
     role: Role = "user"
     content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
-    created_at: datetime | None = Field(
+    created_at: Instant | None = Field(
         default=None, description="Event time (ISO-8601). Unset: the time it was received."
     )
     metadata: dict[str, Any] = Field(
@@ -130,15 +143,6 @@ class TurnIn(BaseModel):
     @classmethod
     def _metadata_is_plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_metadata(value)
-
-    @field_validator("created_at", mode="before")
-    @classmethod
-    def _event_time_is_text(cls, value: object) -> object:
-        # Pydantic would read a number as Unix time, which the schema does not offer
-        # and which hides a seconds/milliseconds mix-up (1024 became 1970-01-01T00:17).
-        if isinstance(value, int | float):
-            raise ValueError("created_at must be an ISO-8601 string, not a number")
-        return value
 
     @field_validator("created_at")
     @classmethod

@@ -52,6 +52,13 @@ def test_numeric_event_time_is_refused(api: TestClient, ids: dict[str, str]) -> 
     body = _assert_problem(api.post("/v1/turns", json={"turns": [turn]}), 422, "invalid-input")
     assert body["errors"][0]["loc"][:4] == ["body", "turns", 0, "created_at"]
 
+    search = {"user_id": ids["user"], "query": "q", "filters": {"created_before": 610322521216}}
+    body = _assert_problem(api.post("/v1/memories/search", json=search), 422, "invalid-input")
+    assert body["errors"][0]["loc"][:3] == ["body", "filters", "created_before"]
+    as_of = {"user_id": ids["user"], "query": "q", "as_of": 1.5}
+    body = _assert_problem(api.post("/v1/memories/search", json=as_of), 422, "invalid-input")
+    assert body["errors"][0]["loc"][:2] == ["body", "as_of"]
+
 
 def test_batch_with_one_bad_turn_is_rejected_whole(
     api: TestClient,

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from api.deps import StateDep, TenantDep
 from memwell.retention_flags import UNSET, set_retention_flags
+from memwell.turns import Instant
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 
@@ -20,7 +21,7 @@ class RetentionPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pinned: bool | None = None
-    expires_at: datetime | None = None
+    expires_at: Instant | None = None
 
     @field_validator("expires_at")
     @classmethod
