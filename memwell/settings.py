@@ -101,6 +101,15 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_EMBED_BATCH",
         description="Texts per embedding call, and turns per consolidation batch.",
     )
+    embed_threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        validation_alias="MEMWELL_EMBED_THREADS",
+        description="Intra-op threads of each worker process's local embedder. Unset: "
+        "the cores divided by the worker's processes (more threads than cores made the "
+        "processes spin against each other).",
+    )
     query_cache_size: int = Field(
         default=4096,
         ge=0,

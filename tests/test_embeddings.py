@@ -333,3 +333,13 @@ def test_factory_builds_the_configured_backend(
     assert isinstance(local, OnnxMiniLMEmbedder)
     assert local.batch_size == 16
     assert local.embed(["hello"]).shape == (1, 384)
+
+
+def test_worker_embedder_threads_share_the_cores_out() -> None:
+    from worker.runtime import embedder_threads
+
+    cores = os.cpu_count() or 1
+    assert embedder_threads(Settings(), 1) == cores
+    assert embedder_threads(Settings(), cores) == 1
+    assert embedder_threads(Settings(), cores * 4) == 1  # never zero
+    assert embedder_threads(Settings(embed_threads=3), 8) == 3  # an explicit setting wins

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from memwell.settings import Settings
 
 
-def _build_local(settings: Settings, for_queries: bool) -> Embedder:
+def _build_local(settings: Settings, for_queries: bool, threads: int | None) -> Embedder:
     from memwell.embeddings.local_onnx import MODEL_NAME, OnnxMiniLMEmbedder
     from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
 
@@ -32,11 +32,11 @@ def _build_local(settings: Settings, for_queries: bool) -> Embedder:
         spin=not for_queries,
         # One query at a time: one thread (int8 batch 1: 0.8 ms on one core, 1.0 ms on
         # two), and the other core stays free for the event loop and the database.
-        threads=1 if for_queries else None,
+        threads=1 if for_queries else threads,
     )
 
 
-def _build_openai(settings: Settings, for_queries: bool) -> Embedder:
+def _build_openai(settings: Settings, for_queries: bool, threads: int | None) -> Embedder:
     from memwell.embeddings.openai_compat import OpenAIEmbedder
 
     key = settings.openai_api_key
@@ -49,19 +49,22 @@ def _build_openai(settings: Settings, for_queries: bool) -> Embedder:
     )
 
 
-_BUILDERS: dict[str, Callable[[Settings, bool], Embedder]] = {
+_BUILDERS: dict[str, Callable[[Settings, bool, int | None], Embedder]] = {
     "local": _build_local,
     "openai": _build_openai,
 }
 
 
-def build_embedder(settings: Settings, *, for_queries: bool = False) -> Embedder:
+def build_embedder(
+    settings: Settings, *, for_queries: bool = False, threads: int | None = None
+) -> Embedder:
     """The Embedder that ``settings`` selects (``resolved_embedding_provider``).
 
     ``for_queries``: tuned for one query at a time on a request path, not for batches.
+    ``threads``: a local model's intra-op threads (None: one per core).
     """
     provider = settings.resolved_embedding_provider
     builder = _BUILDERS.get(provider)
     if builder is None:
         raise EmbeddingError(f"unknown embedding provider {provider!r}")
-    return builder(settings, for_queries)
+    return builder(settings, for_queries, threads)
