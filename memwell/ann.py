@@ -31,7 +31,6 @@ from typing import Any
 
 from psycopg import sql
 from sqlalchemy import Engine, text
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from memwell.db.read_pool import TenantReadPool
 
@@ -177,8 +176,9 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
     return changes
 
 
-_REGISTERED = "SELECT user_id, embedding_model, dims FROM memory_ann_indexes WHERE tenant = :tenant"
-_REGISTERED_PG = _REGISTERED.replace(":tenant", "%(tenant)s")  # the driver's placeholder
+_REGISTERED = (
+    "SELECT user_id, embedding_model, dims FROM memory_ann_indexes WHERE tenant = %(tenant)s"
+)
 
 
 class AnnRegistry:
@@ -196,16 +196,11 @@ class AnnRegistry:
         self._tenants: dict[str, tuple[float, dict[tuple[str, str], int]]] = {}
 
     async def dims_for(
-        self, source: AsyncSession | TenantReadPool, tenant: str, user_id: str, model: str
+        self, reads: TenantReadPool, tenant: str, user_id: str, model: str
     ) -> int | None:
-        """`source`: where to read the registry, as `tenant` (row-level security)."""
         loaded_at, dims = self._tenants.get(tenant, (float("-inf"), {}))
         if time.monotonic() - loaded_at > self.ttl_s:
-            if isinstance(source, TenantReadPool):
-                rows = await source.fetch_all(tenant, [(_REGISTERED_PG, {"tenant": tenant})])
-            else:
-                result = await source.execute(text(_REGISTERED), {"tenant": tenant})
-                rows = list(result)
+            rows = await reads.fetch_all(tenant, [(_REGISTERED, {"tenant": tenant})])
             dims = {(r[0], r[1]): int(r[2]) for r in rows}
             self._tenants[tenant] = (time.monotonic(), dims)
         return dims.get((user_id, model))

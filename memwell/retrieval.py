@@ -27,7 +27,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from memwell.db.driver import fetch_all, fetch_all_async
+from memwell.db.driver import fetch_all, fetch_all_async, pyformat
 from memwell.db.read_pool import Statement, TenantReadPool
 from memwell.errors import InvalidInput
 from memwell.retrieval_sql import Fusion, StatementShape, build_statement
@@ -244,10 +244,10 @@ def _hit(row: Any) -> MemoryHit:
 # back to scanning every row of the user (measured: slower than the exact path).
 # SET LOCAL scopes both to this transaction; only the rare ANN user pays the round trip.
 _EF_SEARCH_SQL = (
-    "SELECT set_config('hnsw.ef_search', %(ef)s, true) AS ef_search,"
+    "SELECT set_config('hnsw.ef_search', :ef, true) AS ef_search,"
     " set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode"
 )
-_EF_SEARCH = text(_EF_SEARCH_SQL.replace("%(ef)s", ":ef"))
+_EF_SEARCH = text(_EF_SEARCH_SQL)
 
 
 def _ef(params: SearchParams) -> dict[str, str]:
@@ -268,7 +268,7 @@ async def search_pooled(pool: TenantReadPool, params: SearchParams) -> list[Memo
     sql, binds = _bind(params)
     statements: list[Statement] = []
     if params.ann_dims is not None:
-        statements.append((_EF_SEARCH_SQL, _ef(params)))
+        statements.append((pyformat(_EF_SEARCH_SQL), _ef(params)))
     statements.append((sql, binds))
     return [_hit(r) for r in await pool.fetch_all(params.tenant, statements)]
 

@@ -20,10 +20,11 @@ Shape (one statement, no re-ranking in Python):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
+
+from memwell.db.driver import pyformat
 
 Fusion = Literal["rrf", "score", "vector"]
 
@@ -156,14 +157,10 @@ class StatementShape:
     ann_dims: int | None = None
 
 
-# `:name` reads best in the text above; the driver takes `%(name)s` (never `::type`).
-_BIND = re.compile(r"(?<![:\w]):([a-z_]+)")
-
-
 @lru_cache(maxsize=256)
 def build_statement(shape: StatementShape) -> str:
     """The SQL text for one shape of request, with psycopg's named placeholders."""
-    return _BIND.sub(r"%(\1)s", _statement(shape))
+    return pyformat(_statement(shape))
 
 
 def _statement(shape: StatementShape) -> str:

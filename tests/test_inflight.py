@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, cast
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class _ThreadRecorder:
 
 def _deps(embedder: _ThreadRecorder, *, local: bool) -> ChatDeps:
     # Only the two fields `_embed_query` reads matter here.
-    return cast(Any, type("Deps", (), {"embedder": embedder, "local_embedder": local}))()  # type: ignore[no-any-return]
+    return cast(ChatDeps, SimpleNamespace(embedder=embedder, local_embedder=local))
 
 
 def test_a_lone_request_embeds_on_the_loop_thread_and_a_busy_one_does_not() -> None:

@@ -15,11 +15,9 @@ from sqlalchemy import Engine, create_engine, func, insert, pool, select, text, 
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.ann import AnnRegistry
-from memwell.db.engine import make_async_engine
 from memwell.db.models import MemoryAnnIndex, Turn
 from memwell.db.read_pool import TenantReadPool
 from memwell.db.tenancy import (
-    make_async_tenant_sessionmaker,
     make_tenant_sessionmaker,
     tenant_transaction,
 )
@@ -101,8 +99,8 @@ def test_app_role_is_not_privileged(engine: Engine) -> None:
 def test_ann_registry_answers_for_every_tenant_under_rls(
     db: sessionmaker[Session], database_url: str, ids: dict[str, str]
 ) -> None:
-    """The registry's query runs in a tenant's session and sees only that tenant's
-    rows, so it must be loaded per tenant, not once for all."""
+    """The registry's query runs as a tenant and sees only that tenant's rows, so it
+    must be loaded per tenant, not once for all."""
     a, b = ids["tenant"] + "-a", ids["tenant"] + "-b"
     with db.begin() as session:
         for tenant in (a, b):
@@ -114,15 +112,13 @@ def test_ann_registry_answers_for_every_tenant_under_rls(
             )  # fmt: skip
 
     async def lookup() -> list[int | None]:
-        engine = make_async_engine(database_url, pool_size=1)
-        sessions = make_async_tenant_sessionmaker(engine)
+        reads = TenantReadPool(database_url, max_size=1)
+        await reads.open()
         registry = AnnRegistry(ttl_s=60)
-        found = []
-        for tenant in (a, b, a):
-            async with sessions(info={"tenant": tenant}) as session:
-                found.append(await registry.dims_for(session, tenant, "big", "m"))
-        await engine.dispose()
-        return found
+        try:
+            return [await registry.dims_for(reads, t, "big", "m") for t in (a, b, a)]
+        finally:
+            await reads.close()
 
     assert asyncio.run(lookup()) == [384, 384, 384]
 
@@ -161,8 +157,8 @@ def test_read_pool_runs_as_the_tenant_and_leaves_nothing_behind(
 
 
 def test_read_pool_returns_the_last_statements_rows(database_url: str) -> None:
-    """Only the last statement's rows come back, never a setting's (the settings once
-    shared its cursor, and a search returned the tenant setting's row instead)."""
+    """Only the last statement's rows come back, never a setting's, also when the
+    last one has none (a user without memories)."""
     setting = ("SELECT set_config('application_name', 'memwell-test', true) AS app", {})
 
     async def run() -> list[list[tuple[str, ...]]]:

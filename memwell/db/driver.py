@@ -14,6 +14,7 @@ connection returns, depending on whether a search had used it before.
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any, cast
 
@@ -38,6 +39,23 @@ def _vector_dumper(oid: int) -> type[Dumper]:
 
 def missing_vector_type() -> psycopg.ProgrammingError:
     return psycopg.ProgrammingError("the vector type is missing: run `memwell migrate`")
+
+
+# `:name` reads best in SQL text; the driver takes `%(name)s` (and never `::type`).
+_NAMED = re.compile(r"(?<![:\w]):([a-z_]+)")
+
+
+def pyformat(sql: str) -> str:
+    """`sql` with its `:name` placeholders written as psycopg's `%(name)s`."""
+    return _NAMED.sub(r"%(\1)s", sql)
+
+
+async def fetch_vector_oid(raw: psycopg.AsyncConnection[Any]) -> int:
+    """The OID of this database's `vector` type."""
+    info = await TypeInfo.fetch(raw, "vector")
+    if info is None:
+        raise missing_vector_type()
+    return info.oid
 
 
 def vector_cursor(raw: Any, oid: int) -> Any:
@@ -69,10 +87,7 @@ async def fetch_all_async(
     raw = cast(psycopg.AsyncConnection[Any], proxied.driver_connection)
     oid = proxied.info.get(_VECTOR_OID)
     if oid is None:
-        info = await TypeInfo.fetch(raw, "vector")
-        if info is None:
-            raise missing_vector_type()
-        oid = proxied.info[_VECTOR_OID] = info.oid
+        oid = proxied.info[_VECTOR_OID] = await fetch_vector_oid(raw)
     async with vector_cursor(raw, oid) as cursor:
         await cursor.execute(sql, binds, prepare=True, binary=True)
         return list(await cursor.fetchall())

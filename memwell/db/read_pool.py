@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import psycopg
-from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool
 
-from memwell.db.driver import Row, missing_vector_type, vector_cursor
+from memwell.db.driver import Row, fetch_vector_oid, vector_cursor
 from memwell.db.tenancy import TENANT_ROLE
 from memwell.embedded import libpq_url
 
@@ -67,7 +65,9 @@ class TenantReadPool:
         if not statements:
             raise ValueError("no statement to run")
         async with self._pool.connection() as conn:
-            oid = self._vector_oid or await self._fetch_vector_oid(conn)
+            if self._vector_oid is None:
+                self._vector_oid = await fetch_vector_oid(conn)
+            oid = self._vector_oid
             *settings, (sql, binds) = statements
             try:
                 async with conn.pipeline():
@@ -89,10 +89,3 @@ class TenantReadPool:
                 # statement under its name). The pool replaces a closed connection.
                 await conn.close()
                 raise
-
-    async def _fetch_vector_oid(self, conn: psycopg.AsyncConnection[Any]) -> int:
-        info = await TypeInfo.fetch(conn, "vector")
-        if info is None:
-            raise missing_vector_type()
-        self._vector_oid = info.oid
-        return info.oid
