@@ -8,9 +8,9 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import create_engine, pool
 
 from alembic import context
-from memwell import stack
+from memwell.core import stack
+from memwell.core.settings import get_settings
 from memwell.db.models import Base
-from memwell.settings import get_settings
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

@@ -19,9 +19,9 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.state import AppState
-from memwell.apikeys import Principal, Scope, authenticate
+from memwell.auth.keys import Principal, Scope, authenticate
+from memwell.core.errors import Forbidden, RateLimited, Unauthorized
 from memwell.db.tenancy import current_tenant
-from memwell.errors import Forbidden, RateLimited, Unauthorized
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `memwell keys create`.")
 ANONYMOUS_KEY_ID = "anonymous"

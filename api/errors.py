@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memwell.errors import (
+from memwell.core.errors import (
     ConfigurationError,
     Forbidden,
     InvalidInput,

@@ -15,7 +15,7 @@ from api.observability import router as metrics_router
 from api.openapi import install_openapi
 from api.routes import chat, health, memories, retention, turns, users
 from api.state import build_state
-from memwell.settings import Settings, get_settings
+from memwell.core.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 

@@ -17,16 +17,16 @@ from fastapi import APIRouter, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StateDep
-from memwell.inflight import serving
-from memwell.logs import REQUEST_ID_HEADER, bound, get_logger, new_request_id
-from memwell.metrics import (
+from memwell.core.inflight import serving
+from memwell.core.logs import REQUEST_ID_HEADER, bound, get_logger, new_request_id
+from memwell.core.metrics import (
     HTTP_REQUEST_SECONDS,
     BacklogCollector,
     QueueDepthCollector,
     render,
     scrape_registry,
 )
-from memwell.status import read_backlog
+from memwell.maintenance.status import read_backlog
 
 log = get_logger("memwell.api")
 

@@ -9,8 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memwell.retrieval import MemoryHit, Overrides, SearchFilters
-from memwell.turns import (
+from memwell.intake.turns import (
     MAX_BATCH_TURNS,
     MAX_CONTENT_CHARS,
     Identifier,
@@ -19,6 +18,7 @@ from memwell.turns import (
     check_metadata,
     check_text,
 )
+from memwell.retrieval.search import MemoryHit, Overrides, SearchFilters
 
 #: An id in a URL path, with the same rules as in a body (no control characters).
 IdentifierPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]

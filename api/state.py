@@ -11,9 +11,13 @@ import redis.asyncio as aioredis
 from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from memwell import stack
-from memwell.buffer import SessionBuffer
-from memwell.chat import ChatDeps
+from memwell.auth.key_cache import KeyCache
+from memwell.auth.rate_limit import RateLimiter
+from memwell.buffer.session_buffer import SessionBuffer
+from memwell.chat.service import ChatDeps
+from memwell.core import stack
+from memwell.core.redis_clients import async_client
+from memwell.core.settings import Settings
 from memwell.db.engine import (
     make_async_engine,
     make_async_sessionmaker,
@@ -24,14 +28,10 @@ from memwell.db.read_pool import TenantReadPool
 from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
-from memwell.enqueue import send_payloads, send_summarize
-from memwell.keycache import KeyCache
+from memwell.intake.enqueue import send_payloads, send_summarize
+from memwell.intake.postgres_outbox import accept_turns
+from memwell.intake.turns import IngestPayload
 from memwell.llm import build_chat_model
-from memwell.outbox import accept_turns
-from memwell.ratelimit import RateLimiter
-from memwell.redis_clients import async_client
-from memwell.settings import Settings
-from memwell.turns import IngestPayload
 
 
 @dataclass
@@ -42,7 +42,7 @@ class AppState:
     chat: ChatDeps
     chat_broker_url: str
     # Sync pool for the outbox: accepted turns are persisted (in a worker thread)
-    # before the API answers; see memwell/outbox.py.
+    # before the API answers; see memwell/intake/postgres_outbox.py.
     outbox_engine: Engine
     accept: Callable[[IngestPayload], None]
 

@@ -1,4 +1,4 @@
-"""The real API as a subprocess (`python -m memwell.cli api`, uvicorn) on a loopback port.
+"""The real API as a subprocess (`python -m memwell api`, uvicorn) on a loopback port.
 
 A subprocess, not a thread of the benchmark: the load generator and the server must not
 share one GIL, or the client's own Python time would show up as server latency.
@@ -57,7 +57,7 @@ def serve_api(
     log = log_path.open("ab")
     print(f"  starting the API ({workers} worker process(es)) on :{port}", file=sys.stderr)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memwell.cli", "api", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "memwell", "api", "--host", "127.0.0.1", "--port", str(port),
          "--workers", str(workers)],
         env={**service_env(stack), "MEMWELL_LOG_LEVEL": "WARNING", **(env or {})},
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO_ROOT,

@@ -27,9 +27,9 @@ from bench.bench_retrieval import bare_exact
 from bench.chat_stack import ChatStack, chat_bodies, chat_stack, user_name
 from bench.common import percentile, print_table
 from bench.headline import ReportRow, add_json_flag, write_json
-from memwell.embedded import libpq_url
+from memwell.core.settings import Settings
 from memwell.embeddings import build_embedder
-from memwell.settings import Settings
+from memwell.local.embedded import libpq_url
 
 STAGES = (
     "buffer",

@@ -20,8 +20,8 @@ from celery import Celery
 
 from bench.common import print_table
 from bench.headline import ReportRow, add_json_flag, write_json
-from memwell.enqueue import enqueue_turn, enqueue_turns
-from memwell.queues import Queue, TaskName
+from memwell.core.queues import Queue, TaskName
+from memwell.intake.enqueue import enqueue_turn, enqueue_turns
 
 BATCH = 100
 
@@ -34,7 +34,7 @@ def _redis(url: str | None) -> Iterator[str]:
     import tempfile
     from pathlib import Path
 
-    from memwell.embedded import EmbeddedRedis
+    from memwell.local.embedded import EmbeddedRedis
 
     server = EmbeddedRedis(data_dir=Path(tempfile.mkdtemp(prefix="bench-redis-")), appendonly=False)
     try:

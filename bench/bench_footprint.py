@@ -4,7 +4,7 @@ and Redis memory per 1,000 active sessions.
     python -m bench.bench_footprint [--rows 100000] [--chat-requests 300] [--turns 3000]
                                     [--sessions 1000] [--exchanges 10]
 
-Real subprocesses: the API (`python -m memwell.cli api`, one uvicorn process) and a
+Real subprocesses: the API (`python -m memwell api`, one uvicorn process) and a
 Celery worker (prefork, `--concurrency` pool processes, every process listed). Memory
 comes from /proc: VmRSS now, VmHWM the peak, Pss the fair share of pages shared by the
 forked pool. Load: `--chat-requests` chats for the API; `--turns` enqueued turns (plus

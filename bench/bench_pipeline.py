@@ -29,16 +29,16 @@ from bench.drain import wait_processed
 from bench.headline import ReportRow, add_json_flag, write_json
 from bench.locomo_data import turn_view
 from bench.stack import LOCOMO_DEFAULT
-from memwell import migrate
+from memwell.core.settings import Settings
+from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.embedded import EmbeddedPostgres, EmbeddedRedis
 from memwell.embeddings import build_embedder
-from memwell.enqueue import producer_app
-from memwell.importers import read_locomo
+from memwell.intake.enqueue import producer_app
+from memwell.intake.importers import read_locomo
+from memwell.intake.turns import TurnIn
+from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
 from memwell.pipeline.extract import extract_local
 from memwell.pipeline.stats import STATS_KEY, read_stats
-from memwell.settings import Settings
-from memwell.turns import TurnIn
 
 
 def pipeline_turns(limit: int) -> list[TurnIn]:

@@ -31,10 +31,10 @@ from sqlalchemy.orm import Session
 
 from bench.headline import ReportRow, add_json_flag, write_json
 from bench.stack import percentile, postgres_only
-from memwell.ann import maintain_ann_indexes
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.embedded import libpq_url
-from memwell.retrieval import SearchFilters, SearchParams, search_sync
+from memwell.local.embedded import libpq_url
+from memwell.retrieval.ann import maintain_ann_indexes
+from memwell.retrieval.search import SearchFilters, SearchParams, search_sync
 
 TENANT = "bench"
 MODEL = "random-384"

@@ -54,11 +54,11 @@ from bench.chaos_harness import (
     worker_env,
     workers,
 )
+from memwell.core.settings import Settings
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.enqueue import enqueue_turns
-from memwell.outbox import accept_turns
-from memwell.settings import Settings
-from memwell.turns import IngestPayload, TurnIn
+from memwell.intake.enqueue import enqueue_turns
+from memwell.intake.postgres_outbox import accept_turns
+from memwell.intake.turns import IngestPayload, TurnIn
 from tests.worker_process import WorkerProcess
 
 FAULTS = ("sigkill", "redis-restart", "postgres-stop", "redis-wipe")

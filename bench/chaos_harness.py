@@ -18,14 +18,14 @@ import redis
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell import migrate
+from memwell.core.settings import Settings
+from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.db.models import Memory, Turn
-from memwell.embedded import EmbeddedPostgres, EmbeddedRedis
+from memwell.intake.postgres_outbox import accept_turns
+from memwell.intake.turns import IngestPayload, TurnIn
+from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
 from memwell.maintenance.jobs import run_sweep
-from memwell.outbox import accept_turns
-from memwell.settings import Settings
-from memwell.turns import IngestPayload, TurnIn
 from tests.services import PostgresService
 from tests.worker_process import WorkerProcess
 
@@ -94,7 +94,7 @@ class Services:
         self.valkey.stop()
         self.redis_url = self.valkey.start()
         # The producer clients of this process hold dead connections now.
-        from memwell import enqueue
+        from memwell.intake import enqueue
 
         enqueue._producers.clear()
         enqueue._inbox_clients.clear()
@@ -257,7 +257,7 @@ def measure(sessions: sessionmaker[Session], ids: list[str], user_ids: set[str])
 def expected_counts(turns: list[TurnIn]) -> dict[str, int]:
     """What a fault-free run must produce: one memory per distinct (user, content) of
     user turns, and one reinforcement per repeat."""
-    from memwell.text import content_hash
+    from memwell.core.text import content_hash
 
     user_turns = [t for t in turns if t.role == "user"]
     memories = len({(t.user_id, content_hash(t.content)) for t in user_turns})

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.evaldata import require
+from memwell.core.settings import Settings
 from memwell.embeddings import Embedder, build_embedder
 from memwell.pipeline.dedup import decide_merge, fact_guard
-from memwell.settings import Settings
 
 THRESHOLDS = (0.70, 0.75, 0.80, 0.82, 0.85, 0.88, 0.90, 0.92, 0.95)
 CHOSEN = Settings().merge_threshold

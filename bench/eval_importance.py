@@ -10,11 +10,11 @@ import numpy as np
 
 from bench.locomo_data import Conversation, dia_id, load, turn_view
 from bench.stack import LOCOMO_DEFAULT
+from memwell.core.settings import Settings
+from memwell.core.tokens import count_tokens
+from memwell.intake.turns import TurnIn
 from memwell.pipeline.extract import extract_local, without_speaker
 from memwell.pipeline.importance import score_turn
-from memwell.settings import Settings
-from memwell.tokens import count_tokens
-from memwell.turns import TurnIn
 
 
 def roc_auc(scores: list[float], labels: list[bool]) -> float:

@@ -1,7 +1,7 @@
 """A LoCoMo-format file for evaluation: its turns as the importer reads them, and its
 cleaned questions.
 
-The turns come from `memwell.importers.read_locomo`, the same reader `memwell import
+The turns come from `memwell.intake.importers.read_locomo`, the same reader `memwell import
 --format locomo` uses, so the evaluation ingests exactly what a user would. Questions
 follow ../shared/data/README.md: evidence ids are normalised with D:?(\\d+):(\\d+),
 ids naming no turn are dropped, and questions left without evidence are skipped.
@@ -17,9 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memwell.importers import read_locomo
+from memwell.intake.importers import read_locomo
+from memwell.intake.turns import TurnIn
 from memwell.pipeline.extract import TurnView
-from memwell.turns import TurnIn
 
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

@@ -27,13 +27,13 @@ from sqlalchemy import text
 from bench.bm25 import BM25
 from bench.locomo_data import CATEGORIES, Conversation, Question, dia_id, load
 from bench.stack import LOCOMO_DEFAULT, full_stack, percentile
+from memwell.core.settings import get_settings
+from memwell.core.tokens import count_tokens
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embeddings import build_embedder
-from memwell.enqueue import enqueue_turns
-from memwell.retrieval import Overrides, params_from_settings, search_sync
-from memwell.settings import get_settings
-from memwell.tokens import count_tokens
-from memwell.turns import TurnIn
+from memwell.intake.enqueue import enqueue_turns
+from memwell.intake.turns import TurnIn
+from memwell.retrieval.search import Overrides, params_from_settings, search_sync
 
 TENANT = "locomo"
 CONFIGS: dict[str, Overrides] = {

@@ -1,5 +1,5 @@
 """Redis memory of active sessions: fill a fresh Valkey's buffers through the real buffer
-code (memwell/buffer.py, the chat path's append script) and read INFO used_memory."""
+code (memwell/buffer/session_buffer.py, the chat path's append script) and read INFO used_memory."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import redis
 
 from bench.bench_retrieval import TENANT
 from bench.chat_stack import chat_bodies
-from memwell.buffer import SyncSessionBuffer
-from memwell.embedded import EmbeddedRedis
+from memwell.buffer.session_buffer import SyncSessionBuffer
+from memwell.core.settings import Settings
 from memwell.llm.recall import LABEL
-from memwell.settings import Settings
+from memwell.local.embedded import EmbeddedRedis
 
 #: What the recall responder answers with three memories: the assistant turn's size.
 REPLY = (

@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.evaldata import data_root
-from memwell import migrate
-from memwell.embedded import EmbeddedPostgres, EmbeddedRedis
-from memwell.enqueue import producer_app
+from memwell.db import migrate
+from memwell.intake.enqueue import producer_app
+from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCOMO_DEFAULT = data_root() / "locomo" / "locomo-dev.json"

@@ -13,10 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell import migrate
-from memwell.apikeys import create_key
+from memwell.auth.keys import create_key
+from memwell.core.settings import get_settings
+from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.settings import get_settings
 from tests import services
 from tests.worker_process import WorkerProcess
 

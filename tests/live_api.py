@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from memwell.settings import get_settings
+from memwell.core.settings import get_settings
 from tests.waiting import wait_for
 
 

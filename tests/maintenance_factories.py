@@ -12,10 +12,10 @@ from typing import Any
 from sqlalchemy import insert
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell import migrate
+from memwell.core.text import content_hash
+from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.db.models import Memory
-from memwell.text import content_hash
 from tests.services import PostgresService
 
 

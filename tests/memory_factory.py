@@ -15,8 +15,8 @@ import numpy as np
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
+from memwell.core.text import content_hash
 from memwell.db.models import Memory
-from memwell.text import content_hash
 
 DIMS = 8
 MODEL = "test-8d"

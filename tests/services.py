@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from memwell.embedded import EmbeddedPostgres, EmbeddedRedis, libpq_url
+from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis, libpq_url
 
 
 @dataclass(frozen=True)

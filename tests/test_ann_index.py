@@ -8,11 +8,11 @@ import numpy as np
 from sqlalchemy import Engine, create_engine, delete, pool, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.ann import index_name, maintain_ann_indexes, text_index_name
 from memwell.db.driver import fetch_all
 from memwell.db.models import Memory
 from memwell.db.read_pool import TenantReadPool
-from memwell.retrieval import (
+from memwell.retrieval.ann import index_name, maintain_ann_indexes, text_index_name
+from memwell.retrieval.search import (
     ANN_TERM_CAP_PER_CANDIDATE,
     MemoryHit,
     SearchParams,

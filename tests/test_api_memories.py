@@ -9,9 +9,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.access import ACCESS_KEY
+from memwell.core.queues import Queue, TaskName
 from memwell.db.models import Memory
-from memwell.queues import Queue, TaskName
+from memwell.retrieval.access import ACCESS_KEY
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
 
@@ -163,7 +163,7 @@ def test_hits_are_marked_accessed_in_the_background(
 ) -> None:
     import redis
 
-    from memwell.enqueue import producer_app
+    from memwell.intake.enqueue import producer_app
 
     memory_id = uuid.UUID(list(remembered.values())[2])
     with db() as session:

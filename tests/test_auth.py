@@ -13,10 +13,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.main import create_app
-from memwell.apikeys import hash_key
-from memwell.cli import main as cli
+from memwell.auth.keys import hash_key
+from memwell.core.settings import Settings
 from memwell.db.models import ApiKey
-from memwell.settings import Settings
+from memwell.local.cli import main as cli
 from tests.test_api_input import PROBLEM, _assert_problem
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
@@ -27,7 +27,7 @@ KeyMaker = Callable[..., dict[str, str]]
 @pytest.fixture(scope="module")
 def bare(stack_env: dict[str, str]) -> TestClient:
     """A client that sends no key of its own."""
-    from memwell.settings import get_settings
+    from memwell.core.settings import get_settings
 
     with TestClient(create_app(get_settings())) as client:
         yield client  # type: ignore[misc]

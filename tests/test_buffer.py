@@ -13,7 +13,7 @@ import redis.asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memwell.buffer import (
+from memwell.buffer.session_buffer import (
     BufferedTurn,
     BufferSnapshot,
     SessionBuffer,
@@ -23,7 +23,7 @@ from memwell.buffer import (
     tokens_key,
     user_key_pattern,
 )
-from memwell.tokens import EstimatingTokenCounter, count_tokens
+from memwell.core.tokens import EstimatingTokenCounter, count_tokens
 
 T = TypeVar("T")
 

@@ -13,11 +13,11 @@ import redis
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.buffer import SyncSessionBuffer
+from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.db.models import ChatSession, Turn
+from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.maintenance.sessions import close_idle_sessions
 from memwell.pipeline.persist import persist_turns
-from memwell.turns import IngestPayload, TurnIn
 from tests.maintenance_factories import isolated_database
 from tests.services import PostgresService
 

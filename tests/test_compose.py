@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from memwell.queues import Queue
+from memwell.core.queues import Queue
 
 
 def _services(repo_root: Path) -> dict[str, Any]:

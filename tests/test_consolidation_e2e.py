@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import memwell
 from api.main import create_app
-from memwell.buffer import summary_key
+from memwell.buffer.session_buffer import summary_key
+from memwell.core.settings import Settings
 from memwell.db.models import ChatSession, Memory, MemoryEvent, Turn
-from memwell.enqueue import send_summarize
-from memwell.settings import Settings
+from memwell.intake.enqueue import send_summarize
 from tests.waiting import broker_idle, wait_for
 from tests.worker_process import WorkerProcess
 

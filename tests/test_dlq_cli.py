@@ -7,10 +7,10 @@ from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.cli import main
+from memwell.core.queues import Queue, TaskName
 from memwell.db.models import DeadLetter
-from memwell.enqueue import producer_app
-from memwell.queues import Queue, TaskName
+from memwell.intake.enqueue import producer_app
+from memwell.local.cli import main
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
 

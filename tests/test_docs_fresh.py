@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memwell.docs_config import render
+from memwell.core.settings_docs import render
 
 
 def test_configuration_reference_is_fresh(repo_root: Path) -> None:
     committed = (repo_root / "docs" / "configuration.md").read_text()
     assert committed == render(), (
         "docs/configuration.md is stale: run "
-        "`python -m memwell.docs_config > docs/configuration.md`"
+        "`python -m memwell.core.settings_docs > docs/configuration.md`"
     )
 
 
 def test_configuration_reference_names_every_setting(repo_root: Path) -> None:
-    from memwell.settings import Settings
+    from memwell.core.settings import Settings
 
     page = render()
     for name, field in Settings.model_fields.items():

@@ -19,12 +19,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from memwell.core.settings import Settings
 from memwell.embeddings import CachedQueryEmbedder, Embedder, EmbeddingError, build_embedder
 from memwell.embeddings.base import FloatMatrix
 from memwell.embeddings.local_onnx import OnnxMiniLMEmbedder
 from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
 from memwell.embeddings.openai_compat import OpenAIEmbedder
-from memwell.settings import Settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

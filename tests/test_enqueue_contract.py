@@ -12,8 +12,8 @@ import jsonschema
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.contract import payload_schema, render_schema
 from memwell.db.models import Memory, Turn
+from memwell.intake.contract import payload_schema, render_schema
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
 
@@ -76,7 +76,7 @@ def test_published_schema_is_fresh(repo_root: Path) -> None:
     published = (repo_root / "docs" / "ingest-payload.v1.schema.json").read_text()
     assert published == render_schema(), (
         "docs/ingest-payload.v1.schema.json is stale: run "
-        "`python -m memwell.contract > docs/ingest-payload.v1.schema.json`"
+        "`python -m memwell.intake.contract > docs/ingest-payload.v1.schema.json`"
     )
 
 

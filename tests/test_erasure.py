@@ -14,12 +14,12 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 import memwell
-from memwell.buffer import user_key_pattern
+from memwell.buffer.session_buffer import user_key_pattern
+from memwell.core.queues import Queue
 from memwell.db.models import Memory, MemoryEvent, Turn, UserErasure
 from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction
-from memwell.deadletter import record_dead_letter
-from memwell.erasure import REDACTED, redact_memory_history
-from memwell.queues import Queue
+from memwell.intake.dead_letters import record_dead_letter
+from memwell.memories.erasure import REDACTED, redact_memory_history
 from tests.waiting import broker_idle, wait_for
 from tests.worker_process import WorkerProcess
 
@@ -186,7 +186,7 @@ def test_redacting_a_memory_keeps_its_events_without_text(
 
 
 def test_ingest_holds_a_lock_that_an_erasure_must_wait_for(db: sessionmaker[Session]) -> None:
-    from memwell.erasure import lock_users, user_hash
+    from memwell.memories.erasure import lock_users, user_hash
 
     probe = text("SELECT pg_try_advisory_xact_lock(hashtextextended(:k, 0))")
     with db.begin() as ingest:

@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.errors import InvalidInput
 from memwell.db.models import Memory, Turn
-from memwell.errors import InvalidInput
-from memwell.importers import read_jsonl, read_locomo
+from memwell.intake.importers import read_jsonl, read_locomo
 from tests.worker_process import WorkerProcess
 
 
@@ -77,7 +77,7 @@ def test_jsonl_reader_makes_stable_ids_and_names_the_bad_line(tmp_path: Path) ->
 
 def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memwell.cli", *args],
+        [sys.executable, "-m", "memwell", *args],
         env={**env, "MEMWELL_LOG_LEVEL": "WARNING"},
         capture_output=True,
         text=True,

@@ -12,8 +12,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 import memwell
-from memwell import inbox
 from memwell.db.models import Turn
+from memwell.intake import redis_inbox as inbox
 from memwell.maintenance.sweep import resend_stale_inbox
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess

@@ -9,8 +9,8 @@ from typing import cast
 
 import numpy as np
 
-from memwell import inflight
-from memwell.chat import ChatDeps, _embed_query
+from memwell.chat.service import ChatDeps, _embed_query
+from memwell.core import inflight
 
 
 class _ThreadRecorder:

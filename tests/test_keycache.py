@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memwell.apikeys import Principal
-from memwell.keycache import KeyCache
+from memwell.auth.key_cache import KeyCache
+from memwell.auth.keys import Principal
 
 ADA = Principal(tenant="t", key_id="k1", scopes=frozenset({"read"}))
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from sqlalchemy import create_engine, pool, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.cli import main
+from memwell.local.cli import main
 from memwell.maintenance.layout import cluster_memories
 from tests.memory_factory import NOW, QUERY, add_memory
 

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.main import create_app
-from memwell.settings import Settings
-from memwell.turns import MAX_BATCH_TURNS, MAX_CONTENT_CHARS, MAX_METADATA_BYTES
+from memwell.core.settings import Settings
+from memwell.intake.turns import MAX_BATCH_TURNS, MAX_CONTENT_CHARS, MAX_METADATA_BYTES
 from tests.test_api_input import _assert_problem
 
 

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.queues import Queue, TaskName
 from memwell.db.models import ChatSession, Memory
-from memwell.enqueue import producer_app
+from memwell.intake.enqueue import producer_app
+from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.pipeline.persist import persist_turns
-from memwell.queues import Queue, TaskName
-from memwell.turns import IngestPayload, TurnIn
 from tests.maintenance_factories import add_memory
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess

@@ -9,10 +9,10 @@ import json
 import redis
 from click.testing import CliRunner
 
-from memwell.cli import main
+from memwell.core.queues import TASK_QUEUES, Queue, TaskName
+from memwell.core.settings import get_settings
+from memwell.local.cli import main
 from memwell.maintenance.lock import job_lock
-from memwell.queues import TASK_QUEUES, Queue, TaskName
-from memwell.settings import get_settings
 
 
 def test_every_beat_entry_is_a_registered_maintenance_task(stack_env: dict[str, str]) -> None:

@@ -39,7 +39,7 @@ def test_stdio_remember_recall_context_forget(
     tenant, user = ids["tenant"], ids["user"]
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "memwell.cli", "mcp", "--tenant", tenant],
+        args=["-m", "memwell", "mcp", "--tenant", tenant],
         env={**stack_env, "MEMWELL_LOG_LEVEL": "WARNING"},
     )
 
@@ -112,7 +112,7 @@ def test_stdio_remember_recall_context_forget(
 def mcp_http(stack_env: dict[str, str], ids: dict[str, str]) -> Iterator[str]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "memwell.cli", "mcp", "--transport", "http",
+        [sys.executable, "-m", "memwell", "mcp", "--transport", "http",
          "--port", str(port), "--tenant", ids["tenant"]],
         env={**stack_env, "MEMWELL_LOG_LEVEL": "WARNING"},
         stderr=subprocess.PIPE,

@@ -9,9 +9,9 @@ from alembic.migration import MigrationContext
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import create_engine, inspect, pool
 
-from memwell import migrate
+from memwell.db import migrate
 from memwell.db.models import Base
-from memwell.embedded import libpq_url
+from memwell.local.embedded import libpq_url
 from tests.services import PostgresService
 
 TABLES = {

@@ -13,8 +13,8 @@ import httpx
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from memwell.enqueue import producer_app
-from memwell.queues import TaskName
+from memwell.core.queues import TaskName
+from memwell.intake.enqueue import producer_app
 from tests.live_api import free_port
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess

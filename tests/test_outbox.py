@@ -13,13 +13,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.main import create_app
+from memwell.core.errors import ServiceUnavailable
+from memwell.core.settings import Settings, get_settings
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.db.models import Memory, Turn
-from memwell.errors import ServiceUnavailable
+from memwell.intake.postgres_outbox import accept_turns
+from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.maintenance.jobs import run_sweep
-from memwell.outbox import accept_turns
-from memwell.settings import Settings, get_settings
-from memwell.turns import IngestPayload, TurnIn
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
 

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import LlmUsage
-from memwell.llm.ratelimit import RateLimited, RedisRateLimiter
+from memwell.llm.provider_rate_limit import RateLimited, RedisRateLimiter
 from memwell.llm.structured import StructuredLLM
 from memwell.llm.usage import UsageRecorder
 from memwell.pipeline.consolidate import LocalAnalyzer

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from memwell.core.tokens import count_tokens
 from memwell.pipeline.dedup import decide_merge, fact_guard
 from memwell.pipeline.extract import Question, TurnView, extract_local, last_question
 from memwell.pipeline.importance import score_turn
 from memwell.pipeline.rewrite import resolve_dates, standalone
 from memwell.pipeline.slots import find_slot, supersedes
 from memwell.pipeline.summarize import LocalSummarizer
-from memwell.tokens import count_tokens
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

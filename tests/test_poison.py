@@ -6,9 +6,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 import memwell
+from memwell.core.queues import Queue, TaskName
 from memwell.db.models import DeadLetter, Turn
-from memwell.enqueue import producer_app
-from memwell.queues import Queue, TaskName
+from memwell.intake.enqueue import producer_app
 from tests.waiting import wait_for
 from tests.worker_process import WorkerProcess
 

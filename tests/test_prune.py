@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.errors import ConfigurationError
 from memwell.db.models import Memory, MemoryEvent
-from memwell.errors import ConfigurationError
 from memwell.maintenance.batches import JobReport
 from memwell.maintenance.prune import PrunePolicy, prune_memories
 from memwell.maintenance.retention import RetentionPolicy

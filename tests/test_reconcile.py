@@ -12,10 +12,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.settings import Settings
 from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
-from memwell.deadletter import list_dead_letters, record_dead_letter, replay_dead_letters
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.base import FloatMatrix
+from memwell.intake.dead_letters import list_dead_letters, record_dead_letter, replay_dead_letters
+from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.pipeline import reconcile
 from memwell.pipeline.consolidate import ConsolidationConfig, LocalAnalyzer, consolidate_pending
 from memwell.pipeline.extract import TurnView
@@ -28,8 +30,6 @@ from memwell.pipeline.summarize import (
     close_session,
     fold_into_summary,
 )
-from memwell.settings import Settings
-from memwell.turns import IngestPayload, TurnIn
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.settings import get_settings
 from memwell.db.models import Memory, MemoryEvent
-from memwell.settings import get_settings
 from tests.maintenance_factories import add_memory
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.retrieval import MemoryHit, SearchParams, search_sync
+from memwell.retrieval.search import MemoryHit, SearchParams, search_sync
 from tests.memory_factory import MODEL, NOW, QUERY, add_memory, unit
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import Memory
-from memwell.retrieval import MemoryHit, SearchFilters, SearchParams, search_sync
+from memwell.retrieval.search import MemoryHit, SearchFilters, SearchParams, search_sync
 from tests.memory_factory import DIMS, MODEL, NOW, QUERY, add_memory, unit
 
 

@@ -14,13 +14,13 @@ import sqlalchemy.exc
 from sqlalchemy import Engine, create_engine, func, insert, pool, select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.ann import AnnRegistry
 from memwell.db.models import MemoryAnnIndex, Turn
 from memwell.db.read_pool import TenantReadPool
 from memwell.db.tenancy import (
     make_tenant_sessionmaker,
     tenant_transaction,
 )
+from memwell.retrieval.ann import AnnRegistry
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def running_api(stack_env: dict[str, str], worker: WorkerProcess) -> Iterator[str]:
     from api.main import create_app
-    from memwell.settings import get_settings
+    from memwell.core.settings import get_settings
 
     port = _free_port()
     config = uvicorn.Config(

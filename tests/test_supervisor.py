@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from memwell.supervisor import Child, Supervisor
+from memwell.local.supervisor import Child, Supervisor
 from tests.waiting import wait_for
 
 # A child that starts a grandchild (like a Celery pool) and records both pids.

@@ -15,10 +15,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import Turn
-from memwell.deadletter import record_dead_letter
+from memwell.intake.dead_letters import record_dead_letter
+from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.maintenance.sweep import SweepPolicy, sweep_pending
 from memwell.pipeline.persist import persist_turns
-from memwell.turns import IngestPayload, TurnIn
 from tests.maintenance_factories import isolated_database
 from tests.services import PostgresService
 

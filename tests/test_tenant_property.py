@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.settings import get_settings
+from memwell.core.text import content_hash
 from memwell.db.models import Memory, Turn
 from memwell.embeddings import build_embedder
-from memwell.settings import get_settings
-from memwell.text import content_hash
 from tests.waiting import broker_idle, wait_for
 from tests.worker_process import WorkerProcess
 

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.apikeys import hash_key
+from memwell.auth.keys import hash_key
+from memwell.core.settings import Settings
 from memwell.db.models import ApiKey
-from memwell.settings import Settings
-from memwell.up import _auth_env
+from memwell.local.up import _auth_env
 
 
 def test_up_disables_auth_when_unset_and_says_so(

@@ -31,7 +31,7 @@ def broker_idle(redis_url: str) -> bool:
     """
     import redis
 
-    from memwell.queues import Queue
+    from memwell.core.queues import Queue
 
     client = redis.Redis.from_url(redis_url)
     try:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from celery import Celery
 
-from memwell import stack
-from memwell.queues import TASK_QUEUES, Queue, kombu_queues
-from memwell.settings import Settings, get_settings
+from memwell.core import stack
+from memwell.core.queues import TASK_QUEUES, Queue, kombu_queues
+from memwell.core.settings import Settings, get_settings
 from worker import observability  # noqa: F401  (signal handlers: logs, metrics)
 from worker.schedule import beat_schedule
 

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from memwell import stack
+from memwell.core import stack
+from memwell.core.queues import Queue, TaskName
 from memwell.maintenance.batches import Cursor, JobReport
 from memwell.maintenance.jobs import run_close_idle, run_decay, run_prune, run_sweep
 from memwell.maintenance.lock import job_lock
 from memwell.maintenance.sessions import summary_memory_closer
-from memwell.queues import Queue, TaskName
 from worker.celery_app import app
 from worker.runtime import get_redis, get_runtime
 from worker.tasks import MemwellTask

@@ -1,6 +1,6 @@
 """Worker logs and metrics, hooked in through Celery signals.
 
-- Logs: Celery's own logging setup is replaced by memwell.logs (JSON lines). Each task
+- Logs: Celery's own logging setup is replaced by memwell.core.logs (JSON lines). Each task
   runs with its task name, task id, request id and turn ids bound to every log line.
   The request id travels from the API in the ingest payload (`request_id`) and, to
   the tasks it fans out to, in the `request_id` message header.
@@ -26,9 +26,9 @@ from celery.signals import (
     worker_ready,
 )
 
-from memwell import stack
-from memwell.logs import bound, configure_logging, get_logger, wants_json
-from memwell.metrics import (
+from memwell.core import stack
+from memwell.core.logs import bound, configure_logging, get_logger, wants_json
+from memwell.core.metrics import (
     MULTIPROC_ENV,
     TASK_SECONDS,
     TASKS_TOTAL,
@@ -36,7 +36,7 @@ from memwell.metrics import (
     mark_process_dead,
     scrape_registry,
 )
-from memwell.settings import get_settings
+from memwell.core.settings import get_settings
 
 log = get_logger(__name__)
 

@@ -16,14 +16,14 @@ import redis
 from celery.signals import celeryd_after_setup, worker_process_init
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell import stack
-from memwell.buffer import SyncSessionBuffer
+from memwell.buffer.session_buffer import SyncSessionBuffer
+from memwell.core import stack
+from memwell.core.settings import Settings, get_settings
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.db.tenancy import make_tenant_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
 from memwell.pipeline.factory import PipelineSteps, build_steps
-from memwell.settings import Settings, get_settings
 
 
 @dataclass

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memwell.queues import Queue, TaskName
-from memwell.settings import Settings
+from memwell.core.queues import Queue, TaskName
+from memwell.core.settings import Settings
 
 ANN_EVERY_S = 600.0
 

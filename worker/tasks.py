@@ -12,18 +12,19 @@ import sqlalchemy.exc
 from celery import Task
 from pydantic import ValidationError
 
-from memwell import inbox, stack
-from memwell.access import flush_access
-from memwell.ann import maintain_ann_indexes
+from memwell.core import stack
+from memwell.core.queues import Queue, TaskName, pipeline_queue
 from memwell.db.tenancy import tenant_transaction
-from memwell.deadletter import record_dead_letter
-from memwell.llm.ratelimit import RateLimited
+from memwell.intake import redis_inbox as inbox
+from memwell.intake.dead_letters import record_dead_letter
+from memwell.intake.turns import IngestPayload
+from memwell.llm.provider_rate_limit import RateLimited
 from memwell.pipeline.consolidate import consolidate_pending
 from memwell.pipeline.persist import persist_turns
 from memwell.pipeline.stats import record_batch
 from memwell.pipeline.summarize import TurnsNotPersisted, fold_into_summary
-from memwell.queues import Queue, TaskName, pipeline_queue
-from memwell.turns import IngestPayload
+from memwell.retrieval.access import flush_access
+from memwell.retrieval.ann import maintain_ann_indexes
 from worker.celery_app import app
 from worker.runtime import get_redis, get_runtime
 

@@ -6,8 +6,8 @@ from fastapi import APIRouter
 
 from api.deps import StateDep, WriteTenantDep
 from api.schemas import ChatRequest, ChatResponse, MemoryHitPublic
-from memwell.chat import chat
-from memwell.limits import check_message
+from memwell.auth.size_limits import check_message
+from memwell.chat.service import chat
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 

@@ -19,9 +19,9 @@ from api.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from memwell.chat import retrieve
-from memwell.context_service import build_context
-from memwell.memory_service import delete_memory, get_memory, memory_history
+from memwell.chat.context import build_context
+from memwell.chat.service import retrieve
+from memwell.memories.service import delete_memory, get_memory, memory_history
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 

@@ -9,8 +9,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from api.deps import StateDep, TenantDep
-from memwell.retention_flags import UNSET, set_retention_flags
-from memwell.turns import Instant
+from memwell.intake.turns import Instant
+from memwell.memories.retention_flags import UNSET, set_retention_flags
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
 

@@ -9,10 +9,10 @@ from fastapi import APIRouter, status
 import api.convertors  # noqa: F401  (registers {name:id})
 from api.deps import ReadTenantDep, StateDep, WriteTenantDep
 from api.schemas import IdentifierPath, TurnBatch, TurnBatchAccepted, TurnStatus
+from memwell.auth.size_limits import check_turns
 from memwell.db.tenancy import async_tenant_session
-from memwell.limits import check_turns
-from memwell.turn_status import get_turn
-from memwell.turns import IngestPayload
+from memwell.intake.turn_status import get_turn
+from memwell.intake.turns import IngestPayload
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"])
 

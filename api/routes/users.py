@@ -11,7 +11,7 @@ from fastapi import APIRouter
 import api.convertors  # noqa: F401  (registers {name:id})
 from api.deps import AdminTenantDep, StateDep
 from api.schemas import ErasureReceiptPublic, IdentifierPath
-from memwell.erasure import erase_user_async
+from memwell.memories.erasure import erase_user_async
 
 router = APIRouter(prefix="/v1/users", tags=["users"])
 

@@ -198,7 +198,7 @@ class MemoryEvent(Base):
 class MemoryAnnIndex(Base):
     """A per-user HNSW index that exists, so retrieval knows to take candidates from it.
 
-    Made and dropped by the ANN maintenance job (memwell/ann.py); the index itself is a
+    Made and dropped by the ANN maintenance job (memwell/retrieval/ann.py); the index itself is a
     partial expression index whose predicate names this tenant, user and model.
     """
 

@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memwell.db.driver import Row, fetch_vector_oid, vector_cursor
 from memwell.db.tenancy import TENANT_ROLE
-from memwell.embedded import libpq_url
+from memwell.local.embedded import libpq_url
 
 _ENTER = (
     "SELECT set_config('role', %(role)s, true) AS role,"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from memwell.embeddings.base import Embedder, EmbeddingError
 
 if TYPE_CHECKING:
-    from memwell.settings import Settings
+    from memwell.core.settings import Settings
 
 
 def _build_local(settings: Settings, for_queries: bool, threads: int | None) -> Embedder:

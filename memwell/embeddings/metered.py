@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from memwell.core.metrics import EMBED_BATCH_SECONDS, EMBEDDINGS_TOTAL
 from memwell.embeddings.base import Embedder, FloatMatrix
-from memwell.metrics import EMBED_BATCH_SECONDS, EMBEDDINGS_TOTAL
 
 
 class MeteredEmbedder:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memwell.retrieval import MemoryHit
+from memwell.retrieval.search import MemoryHit
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from memwell.core.settings import Settings
 from memwell.llm.base import ChatModel
 from memwell.llm.openai_chat import OpenAIChatModel
 from memwell.llm.recall import RecallResponder
-from memwell.settings import Settings
 
 
 def build_chat_model(settings: Settings) -> ChatModel:

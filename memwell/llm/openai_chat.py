@@ -6,7 +6,7 @@ from typing import Any
 
 import openai
 
-from memwell.errors import ServiceUnavailable
+from memwell.core.errors import ServiceUnavailable
 from memwell.llm.base import ModelReply, ModelRequest
 
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel, ValidationError
 
-from memwell.llm.ratelimit import RedisRateLimiter
+from memwell.llm.provider_rate_limit import RedisRateLimiter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)

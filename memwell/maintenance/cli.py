@@ -14,12 +14,12 @@ import click
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell import stack
+from memwell.core import stack
+from memwell.core.settings import Settings, get_settings
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.maintenance.batches import JobReport
 from memwell.maintenance.jobs import run_close_idle, run_decay, run_prune, run_sweep
 from memwell.maintenance.layout import cluster_memories
-from memwell.settings import Settings, get_settings
 
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Report what would change; change nothing."

@@ -9,17 +9,17 @@ from datetime import datetime, timedelta
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.buffer import SyncSessionBuffer
-from memwell.enqueue import resend_from_inbox
+from memwell.buffer.session_buffer import SyncSessionBuffer
+from memwell.core.queues import Queue
+from memwell.core.settings import Settings
+from memwell.intake.enqueue import resend_from_inbox
+from memwell.intake.postgres_outbox import declare_queues, dispatch_consolidation
 from memwell.maintenance.batches import Cursor, JobReport
 from memwell.maintenance.decay import decay_memories
 from memwell.maintenance.prune import PrunePolicy, prune_memories
 from memwell.maintenance.retention import RetentionPolicy
 from memwell.maintenance.sessions import close_idle_sessions
 from memwell.maintenance.sweep import SweepPolicy, resend_stale_inbox, sweep_pending
-from memwell.outbox import declare_queues, dispatch_consolidation
-from memwell.queues import Queue
-from memwell.settings import Settings
 
 #: The queues whose depth means "pending turns are queued, not lost". In LLM mode
 #: consolidation runs on the llm queue (queues.pipeline_queue), so it counts too.

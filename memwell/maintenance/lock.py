@@ -10,7 +10,7 @@ from contextlib import contextmanager, suppress
 
 import redis
 
-from memwell.buffer import KEY_PREFIX
+from memwell.buffer.session_buffer import KEY_PREFIX
 
 
 def lock_key(job: str) -> str:

@@ -27,12 +27,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.errors import ConfigurationError
+from memwell.core.settings import Settings
 from memwell.db.models import MEMORY_KINDS
-from memwell.errors import ConfigurationError
 from memwell.maintenance.batches import BatchResult, Cursor, JobReport, run_batches
 from memwell.maintenance.decay import MIN_UUID
 from memwell.maintenance.retention import STRENGTH_SQL, RetentionPolicy
-from memwell.settings import Settings
 
 _EPOCH = "1970-01-01T00:00:00+00:00"
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memwell.settings import Settings
+from memwell.core.settings import Settings
 
 
 @dataclass(frozen=True)

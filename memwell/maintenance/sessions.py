@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.buffer import SyncSessionBuffer
+from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.db.models import ChatSession, Turn
 from memwell.embeddings import Embedder
 from memwell.maintenance.batches import BatchResult, Cursor, JobReport, run_batches

@@ -27,8 +27,8 @@ import redis
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell import inbox
 from memwell.db.models import DeadLetter
+from memwell.intake import redis_inbox as inbox
 from memwell.maintenance.batches import BatchResult, Cursor, JobReport, run_batches
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ def resend_stale_inbox(
     dry_run: bool = False,
 ) -> int:
     """Re-send enqueue_turn payloads that no worker has persisted after `older_than_s`
-    (memwell/inbox.py); returns how many."""
+    (memwell/intake/redis_inbox.py); returns how many."""
     if dry_run:
         return int(client.zcount(inbox.INDEX_KEY, "-inf", now.timestamp() - older_than_s))
     payloads = inbox.claim_stale(

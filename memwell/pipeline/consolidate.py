@@ -17,6 +17,7 @@ from typing import Protocol
 from sqlalchemy import func, tuple_, update
 from sqlalchemy.orm import Session
 
+from memwell.core.settings import Settings
 from memwell.db.models import Turn
 from memwell.embeddings import Embedder
 from memwell.pipeline.claim import claim_batch
@@ -25,7 +26,6 @@ from memwell.pipeline.importance import score_turn
 from memwell.pipeline.memories import Candidate
 from memwell.pipeline.reconcile import Decider, ReconcilePolicy, reconcile_batch
 from memwell.pipeline.replies import questions_answered
-from memwell.settings import Settings
 
 log = logging.getLogger(__name__)
 

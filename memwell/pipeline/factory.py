@@ -8,13 +8,13 @@ from dataclasses import dataclass
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.llm.ratelimit import RedisRateLimiter
+from memwell.core.settings import Settings
+from memwell.llm.provider_rate_limit import RedisRateLimiter
 from memwell.llm.structured import StructuredLLM
 from memwell.llm.usage import UsageRecorder
 from memwell.pipeline.consolidate import Analyzer, ConsolidationConfig, LocalAnalyzer
 from memwell.pipeline.reconcile import Decider
 from memwell.pipeline.summarize import LocalSummarizer, Summarizer
-from memwell.settings import Settings
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from memwell.retrieval import vector_literal
-from memwell.text import content_hash
+from memwell.core.text import content_hash
+from memwell.retrieval.search import vector_literal
 
 
 @dataclass(frozen=True)

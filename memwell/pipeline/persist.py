@@ -9,10 +9,10 @@ from sqlalchemy import func
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memwell.core.tokens import count_tokens
 from memwell.db.models import ChatSession, Turn
-from memwell.erasure import erasures_of, lock_users
-from memwell.tokens import count_tokens
-from memwell.turns import IngestPayload
+from memwell.intake.turns import IngestPayload
+from memwell.memories.erasure import erasures_of, lock_users
 
 log = logging.getLogger(__name__)
 

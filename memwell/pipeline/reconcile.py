@@ -35,13 +35,13 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from memwell.core.text import content_hash
 from memwell.db.models import Memory, MemoryEvent
 from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
 from memwell.pipeline.memories import Candidate
 from memwell.pipeline.slots import supersedes
 from memwell.pipeline.writes import PlanStale, WritePlan, fetch_live_hashes
-from memwell.retrieval import vector_literal
-from memwell.text import content_hash
+from memwell.retrieval.search import vector_literal
 
 log = logging.getLogger(__name__)
 

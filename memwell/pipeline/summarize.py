@@ -27,13 +27,13 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memwell.core.tokens import count_tokens
 from memwell.db.models import ChatSession, MemoryEvent, Turn
 from memwell.embeddings import Embedder
 from memwell.pipeline.consolidate import view
 from memwell.pipeline.extract import TurnView, extract_local
 from memwell.pipeline.importance import score_text, split_sentences
 from memwell.pipeline.memories import Candidate, upsert_memory
-from memwell.tokens import count_tokens
 
 
 class TurnsNotPersisted(Exception):

@@ -1,0 +1,47 @@
+"""A rate limit per API key: a token bucket in Redis, checked in one round trip.
+
+The bucket refills at `rate` tokens per second up to `burst`; each request costs one.
+The whole read-refill-take-write step is one Lua script (`rate_limit.lua`), so
+concurrent API processes never race on a bucket, and its clock is Redis's own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+from typing import Final
+
+import redis.asyncio
+
+LIMIT_SCRIPT: Final = resources.files("memwell.auth").joinpath("rate_limit.lua").read_text("utf-8")
+KEY_PREFIX: Final = "mw:rl:"
+
+
+@dataclass(frozen=True)
+class RateDecision:
+    allowed: bool
+    retry_after_s: int  # whole seconds, rounded up, for the Retry-After header
+    remaining: int
+
+
+class RateLimiter:
+    """Token buckets keyed by caller (an API key id)."""
+
+    def __init__(self, client: redis.asyncio.Redis, *, rate_per_s: float, burst: int) -> None:
+        if rate_per_s <= 0 or burst < 1:
+            raise ValueError("rate_per_s must be > 0 and burst >= 1")
+        self.rate_per_s = rate_per_s
+        self.burst = burst
+        self._script = client.register_script(LIMIT_SCRIPT)
+
+    async def hit(self, bucket: str, *, cost: int = 1) -> RateDecision:
+        """Take `cost` tokens from `bucket` if it has them."""
+        allowed, wait_ms, remaining = await self._script(
+            keys=[KEY_PREFIX + bucket], args=[self.rate_per_s, self.burst, cost]
+        )
+        return RateDecision(
+            allowed=bool(allowed),
+            retry_after_s=max(1, math.ceil(int(wait_ms) / 1000)) if not allowed else 0,
+            remaining=int(remaining),
+        )

@@ -1,0 +1,71 @@
+"""Ready-to-use context for apps that call their own model (POST /v1/context).
+
+The same two reads as the chat path, run concurrently: the session buffer (summary
+and recent turns) and the one retrieval query. Then the same assembly: memories are
+quoted data inside the system message, and the token budget trims memories first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+
+from memwell.buffer.session_buffer import BufferedTurn
+from memwell.chat.assembly import assemble_context, render_data_block
+from memwell.chat.service import ChatDeps, retrieve
+from memwell.retrieval.search import MemoryHit, Overrides, SearchFilters
+
+
+@dataclass(frozen=True)
+class ContextResult:
+    messages: list[dict[str, str]]
+    data_block: str  # memories + summary, quoted, for callers who build their own prompt
+    memories: list[MemoryHit]
+    summary: str | None
+    recent: list[BufferedTurn]
+    tokens: int
+    budget: int
+
+
+async def build_context(
+    deps: ChatDeps,
+    *,
+    tenant: str,
+    user_id: str,
+    session_id: str,
+    query: str,
+    budget: int | None = None,
+    k: int | None = None,
+    filters: SearchFilters | None = None,
+    as_of: datetime | None = None,
+    overrides: Overrides | None = None,
+    system_prompt: str | None = None,
+) -> ContextResult:
+    """Memories, session summary and recent turns for `query`, inside `budget` tokens."""
+    snapshot, hits = await asyncio.gather(
+        deps.buffer.read(tenant, user_id, session_id),
+        retrieve(
+            deps, tenant=tenant, user_id=user_id, query=query, k=k, filters=filters,
+            as_of=as_of, overrides=overrides,
+        ),
+    )  # fmt: skip
+    resolved_budget = budget or deps.settings.context_token_budget
+    extra = {"system_prompt": system_prompt} if system_prompt else {}
+    context = assemble_context(
+        message=query,
+        memories=hits,
+        summary=snapshot.summary,
+        recent=snapshot.turns,
+        budget=resolved_budget,
+        **extra,
+    )
+    return ContextResult(
+        messages=context.messages,
+        data_block=render_data_block(context.memories, snapshot.summary),
+        memories=context.memories,
+        summary=snapshot.summary,
+        recent=context.recent,
+        tokens=context.tokens,
+        budget=resolved_budget,
+    )

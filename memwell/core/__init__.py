@@ -1,0 +1,1 @@
+"""What every domain shares: settings, errors, logs, metrics, queue names, token counting."""

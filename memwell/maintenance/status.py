@@ -1,0 +1,154 @@
+"""`memwell status`: what the stack is doing, for an operator, in one screen.
+
+Queue depths and in-flight messages (Redis), workers alive (a Celery control ping),
+the backlog's age (the oldest pending turn), open dead letters, and store counts.
+Each part is read on its own: one service being down shows as such instead of
+hiding the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.core.metrics import read_queue_depths
+from memwell.core.queues import Queue
+from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
+from memwell.intake.enqueue import producer_app
+
+
+@dataclass
+class StackStatus:
+    queues: dict[str, int] = field(default_factory=dict)
+    unacked: int = 0
+    workers: list[str] = field(default_factory=list)
+    pending_turns: int = 0
+    oldest_pending_s: float | None = None
+    dead_letters_open: int = 0
+    last_dead_letter: str | None = None
+    turns: dict[str, int] = field(default_factory=dict)
+    memories_live: int = 0
+    memories_deleted: int = 0
+    memory_users: int = 0
+    sessions: int = 0
+    memory_events: int = 0
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def read_broker(status: StackStatus, redis_url: str, *, ping_timeout_s: float = 1.0) -> None:
+    try:
+        status.queues, status.unacked = read_queue_depths(redis_url, [q.value for q in Queue])
+    except Exception as exc:  # shown, not raised: the rest of the screen still helps
+        status.errors["redis"] = f"{type(exc).__name__}: {exc}"
+        return
+    try:
+        replies = producer_app(redis_url).control.ping(timeout=ping_timeout_s) or []
+        status.workers = sorted(name for reply in replies for name in reply)
+    except Exception as exc:
+        status.errors["workers"] = f"{type(exc).__name__}: {exc}"
+
+
+def read_store(status: StackStatus, sessions: sessionmaker[Session]) -> None:
+    try:
+        with sessions() as session:
+            _read_store(status, session)
+    except Exception as exc:
+        status.errors["postgres"] = f"{type(exc).__name__}: {exc}"
+
+
+def _read_store(status: StackStatus, session: Session) -> None:
+    status.turns = {
+        s: int(n)
+        for s, n in session.execute(select(Turn.status, func.count()).group_by(Turn.status))
+    }
+    pending, oldest = session.execute(
+        select(func.count(), func.min(Turn.received_at)).where(Turn.status == "pending")
+    ).one()
+    status.pending_turns = int(pending)
+    if oldest is not None:
+        status.oldest_pending_s = max(0.0, (datetime.now(UTC) - oldest).total_seconds())
+    live, deleted, users = session.execute(
+        select(
+            func.count().filter(Memory.deleted_at.is_(None)),
+            func.count().filter(Memory.deleted_at.is_not(None)),
+            func.count(func.distinct(func.concat(Memory.tenant, "/", Memory.user_id))),
+        )
+    ).one()
+    status.memories_live, status.memories_deleted, status.memory_users = (
+        int(live),
+        int(deleted),
+        int(users),
+    )
+    status.sessions = int(session.scalar(select(func.count()).select_from(ChatSession)) or 0)
+    status.memory_events = int(session.scalar(select(func.count()).select_from(MemoryEvent)) or 0)
+    open_letters = select(DeadLetter).where(DeadLetter.replayed_at.is_(None))
+    status.dead_letters_open = int(
+        session.scalar(select(func.count()).select_from(open_letters.subquery())) or 0
+    )
+    last = session.scalars(open_letters.order_by(DeadLetter.id.desc()).limit(1)).first()
+    if last is not None:
+        status.last_dead_letter = f"{last.created_at:%Y-%m-%d %H:%M:%S} {last.task_name}: " + (
+            last.error.splitlines()[0][:120] if last.error else ""
+        )
+
+
+async def read_backlog(session: AsyncSession) -> tuple[int, float | None, int]:
+    """Pending turns, the oldest one's age in seconds, and open dead letters (async:
+    for the API's /metrics). Both counts use partial indexes on the open rows."""
+    pending, oldest = (
+        await session.execute(
+            select(func.count(), func.min(Turn.received_at)).where(Turn.status == "pending")
+        )
+    ).one()
+    letters = await session.scalar(
+        select(func.count()).select_from(DeadLetter).where(DeadLetter.replayed_at.is_(None))
+    )
+    age = None if oldest is None else max(0.0, (datetime.now(UTC) - oldest).total_seconds())
+    return int(pending), age, int(letters or 0)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "none (no pending turns)"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def render(status: StackStatus) -> str:
+    """The status as plain text, one fact per line."""
+    lines = ["Queues (waiting / in flight)"]
+    for queue, depth in status.queues.items():
+        lines.append(f"  {queue:<12} {depth:>8}")
+    lines.append(f"  {'unacked':<12} {status.unacked:>8}")
+    lines.append(f"Workers alive   {len(status.workers)}")
+    lines += [f"  {name}" for name in status.workers]
+    lines.append(
+        f"Backlog         {status.pending_turns} pending turns, "
+        f"oldest {_age(status.oldest_pending_s)}"
+    )
+    lines.append(f"Dead letters    {status.dead_letters_open} open")
+    if status.last_dead_letter:
+        lines.append(f"  last: {status.last_dead_letter}")
+    turns = ", ".join(f"{k} {v}" for k, v in sorted(status.turns.items())) or "none"
+    lines.append("Store")
+    lines.append(f"  turns         {sum(status.turns.values())} ({turns})")
+    lines.append(
+        f"  memories      {status.memories_live} live, {status.memories_deleted} deleted, "
+        f"{status.memory_users} users"
+    )
+    lines.append(f"  sessions      {status.sessions}")
+    lines.append(f"  history       {status.memory_events} memory events")
+    for part, error in status.errors.items():
+        lines.append(f"UNAVAILABLE {part}: {error}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Long-term retrieval: one entry point, `service.retrieve`; the SQL, ANN and access behind it."""

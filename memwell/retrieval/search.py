@@ -1,0 +1,281 @@
+"""Long-term retrieval in one SQL statement (see memwell/retrieval/sql.py for its text).
+
+Candidates come from an exact scan over one user's visible rows (found by the
+(tenant, user_id) btree) or, for a user above the ANN threshold, from that user's own
+partial HNSW index plus full-text matches. The same statement re-ranks them by
+
+    score     = w_rel * relevance + w_imp * importance + w_rec * recency
+    relevance = cosine similarity fused with full-text rank (RRF or normalised scores)
+    recency   = max(2^-(hours since creation / half_life_created),
+                    2^-(hours since last access / half_life_access))
+
+cuts them by a similarity floor (a full-text match passes it too) and returns each
+hit's score parts and provenance, so a caller can see why it came back. This module
+is the only retrieval path: chat, search and context all call `search`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import Session
+
+from memwell.core.errors import InvalidInput
+from memwell.core.settings import Settings
+from memwell.db.driver import fetch_all, fetch_all_async, pyformat
+from memwell.db.read_pool import Statement, TenantReadPool
+from memwell.retrieval.sql import Fusion, StatementShape, build_statement
+
+# Per-request overrides are clamped to these; a caller cannot make one part swamp the
+# others by orders of magnitude or turn recency into noise.
+WEIGHT_MAX = 5.0
+HALF_LIFE_MIN_H = 0.1
+HALF_LIFE_MAX_H = 24.0 * 365 * 10
+K_MAX = 100
+# The ANN path reads at most this many full-text matches per query term for each
+# candidate it keeps (see retrieval_sql._ANN_IDS).
+ANN_TERM_CAP_PER_CANDIDATE = 5
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Optional narrowing of the candidates; every field left unset is no filter."""
+
+    kinds: tuple[str, ...] | None = None
+    metadata: dict[str, Any] | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    exclude_ids: tuple[uuid.UUID, ...] | None = None
+
+    def binds(self) -> dict[str, Any]:
+        values: dict[str, Any] = {
+            "kinds": list(self.kinds) if self.kinds else None,
+            "metadata": json.dumps(self.metadata) if self.metadata else None,
+            "created_after": self.created_after,
+            "created_before": self.created_before,
+            "agent_id": self.agent_id,
+            "session_id": self.session_id,
+            "exclude_ids": [str(i) for i in self.exclude_ids] if self.exclude_ids else None,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    tenant: str
+    user_id: str
+    query_vector: np.ndarray
+    embedding_model: str
+    query_text: str = ""
+    k: int = 8
+    similarity_floor: float = 0.2
+    w_relevance: float = 1.0
+    w_importance: float = 0.15
+    w_recency: float = 0.15
+    half_life_h: float = 336.0
+    half_life_access_h: float = 168.0
+    fusion: Fusion = "rrf"
+    text_weight: float = 0.3
+    rrf_k: int = 60
+    filters: SearchFilters = field(default_factory=SearchFilters)
+    # Set: answer as the store stood at this instant (historical visibility rules).
+    as_of: datetime | None = None
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # Set by the caller when this user has a per-user ANN index (see memwell/retrieval/ann.py).
+    ann_dims: int | None = None
+    ann_k: int = 200
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Per-request tuning, each clamped to sane bounds; None keeps the setting."""
+
+    w_relevance: float | None = None
+    w_importance: float | None = None
+    w_recency: float | None = None
+    half_life_h: float | None = None
+    half_life_access_h: float | None = None
+    fusion: Fusion | None = None
+    text_weight: float | None = None
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    id: uuid.UUID
+    kind: str
+    content: str
+    score: float
+    relevance: float
+    importance: float
+    recency: float
+    created_at: datetime
+    session_id: str | None
+    source_turn_ids: list[str]
+    similarity: float = 0.0
+    text_rank: float = 0.0
+    agent_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _clamp(value: float | None, default: float, low: float, high: float) -> float:
+    return default if value is None else min(max(value, low), high)
+
+
+def params_from_settings(
+    settings: Settings,
+    *,
+    tenant: str,
+    user_id: str,
+    query_vector: np.ndarray,
+    embedding_model: str,
+    query_text: str = "",
+    k: int | None = None,
+    filters: SearchFilters | None = None,
+    as_of: datetime | None = None,
+    overrides: Overrides | None = None,
+    ann_dims: int | None = None,
+) -> SearchParams:
+    """Search parameters from the settings, with per-request overrides clamped."""
+    o = overrides or Overrides()
+    now = datetime.now(UTC)
+    if as_of is not None and as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=UTC)
+    if as_of is not None and as_of > now:
+        raise InvalidInput("as_of is in the future")
+    return SearchParams(
+        tenant=tenant,
+        user_id=user_id,
+        query_vector=query_vector,
+        embedding_model=embedding_model,
+        query_text=query_text,
+        k=min(max(k or settings.retrieval_top_k, 1), K_MAX),
+        similarity_floor=settings.similarity_floor,
+        w_relevance=_clamp(o.w_relevance, settings.weight_relevance, 0.0, WEIGHT_MAX),
+        w_importance=_clamp(o.w_importance, settings.weight_importance, 0.0, WEIGHT_MAX),
+        w_recency=_clamp(o.w_recency, settings.weight_recency, 0.0, WEIGHT_MAX),
+        half_life_h=_clamp(
+            o.half_life_h, settings.recency_half_life_h, HALF_LIFE_MIN_H, HALF_LIFE_MAX_H
+        ),
+        half_life_access_h=_clamp(
+            o.half_life_access_h,
+            settings.access_half_life_h,
+            HALF_LIFE_MIN_H,
+            HALF_LIFE_MAX_H,
+        ),
+        fusion=o.fusion or settings.retrieval_fusion,
+        text_weight=_clamp(o.text_weight, settings.text_weight, 0.0, 1.0),
+        rrf_k=settings.rrf_k,
+        filters=filters or SearchFilters(),
+        as_of=as_of,
+        now=as_of or now,
+        ann_dims=ann_dims,
+        ann_k=settings.ann_candidates,
+    )
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    """pgvector's text form; exact for float32 and cheaper to build than a binary adapter."""
+    return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
+
+
+def _bind(params: SearchParams) -> tuple[str, dict[str, Any]]:
+    filter_binds = params.filters.binds()
+    shape = StatementShape(
+        fusion=params.fusion,
+        historical=params.as_of is not None,
+        filters=frozenset(filter_binds),
+        ann_dims=params.ann_dims,
+    )
+    binds: dict[str, Any] = {
+        "query": np.asarray(params.query_vector, dtype=np.float32),
+        "qtext": params.query_text,
+        "tenant": params.tenant,
+        "user_id": params.user_id,
+        "model": params.embedding_model,
+        "k": params.k,
+        "floor": params.similarity_floor,
+        "w_rel": params.w_relevance,
+        "w_imp": params.w_importance,
+        "w_rec": params.w_recency,
+        "hl_created": params.half_life_h,
+        "hl_access": params.half_life_access_h,
+        "text_weight": params.text_weight if params.query_text else 0.0,
+        "rrf_k": params.rrf_k,
+        "now": params.as_of or params.now,
+        "ann_k": params.ann_k,
+        "term_cap": params.ann_k * ANN_TERM_CAP_PER_CANDIDATE,
+        **filter_binds,
+    }
+    return build_statement(shape), binds
+
+
+def _hit(row: Any) -> MemoryHit:
+    return MemoryHit(
+        id=row.id,
+        kind=row.kind,
+        content=row.content,
+        score=float(row.score),
+        relevance=float(row.relevance),
+        importance=float(row.importance),
+        recency=float(row.recency),
+        created_at=row.created_at,
+        session_id=row.session_id,
+        source_turn_ids=list(row.source_turn_ids),
+        similarity=float(row.similarity),
+        text_rank=float(row.text_rank),
+        agent_id=row.agent_id,
+        metadata=dict(row.metadata or {}),
+    )
+
+
+# HNSW returns at most ef_search rows per scan: the ANN path must ask for ann_k of them.
+# And a custom plan: the user's index is partial (its predicate names the tenant, user
+# and model), and a generic plan of a prepared statement cannot prove a parameter
+# matches that predicate, so after psycopg's fifth execution Postgres silently fell
+# back to scanning every row of the user (measured: slower than the exact path).
+# SET LOCAL scopes both to this transaction; only the rare ANN user pays the round trip.
+_EF_SEARCH_SQL = (
+    "SELECT set_config('hnsw.ef_search', :ef, true) AS ef_search,"
+    " set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode"
+)
+_EF_SEARCH = text(_EF_SEARCH_SQL)
+
+
+def _ef(params: SearchParams) -> dict[str, str]:
+    return {"ef": str(max(params.ann_k, 40))}
+
+
+async def search(session: AsyncSession, params: SearchParams) -> list[MemoryHit]:
+    """Top-k memories for the query, best first (async; the chat and REST paths)."""
+    sql, binds = _bind(params)
+    if params.ann_dims is not None:
+        await session.execute(_EF_SEARCH, _ef(params))
+    rows = await fetch_all_async(await session.connection(), sql, binds)
+    return [_hit(r) for r in rows]
+
+
+async def search_pooled(pool: TenantReadPool, params: SearchParams) -> list[MemoryHit]:
+    """Same statement, with its settings, in one round trip (the API's request path)."""
+    sql, binds = _bind(params)
+    statements: list[Statement] = []
+    if params.ann_dims is not None:
+        statements.append((pyformat(_EF_SEARCH_SQL), _ef(params)))
+    statements.append((sql, binds))
+    return [_hit(r) for r in await pool.fetch_all(params.tenant, statements)]
+
+
+def search_sync(session: Session, params: SearchParams) -> list[MemoryHit]:
+    """Same statement for workers, the CLI and benchmarks."""
+    sql, binds = _bind(params)
+    if params.ann_dims is not None:
+        session.execute(_EF_SEARCH, _ef(params))
+    return [_hit(r) for r in fetch_all(session.connection(), sql, binds)]
