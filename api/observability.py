@@ -98,7 +98,8 @@ router = APIRouter(tags=["health"])
 async def metrics(state: StateDep) -> Response:
     """Prometheus exposition: this API's metrics (every worker process of it in
     multiprocess mode), the queue depths, and the backlog and dead letters."""
-    async with state.chat.sessions() as session:
+    # The connecting role: the store's backlog is every tenant's, not the caller's.
+    async with state.system_sessions() as session:
         pending, oldest_s, letters = await read_backlog(session)
     backlog = BacklogCollector(pending=pending, oldest_pending_s=oldest_s, dead_letters=letters)
     registry = scrape_registry([QueueDepthCollector(state.chat_broker_url), backlog])

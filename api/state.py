@@ -24,14 +24,12 @@ from memwell.db.engine import (
     make_engine,
     make_sessionmaker,
 )
-from memwell.db.read_pool import TenantReadPool
 from memwell.db.tenancy import make_async_tenant_sessionmaker
-from memwell.embeddings import CachedQueryEmbedder, build_embedder
-from memwell.embeddings.metered import MeteredEmbedder
 from memwell.intake.enqueue import send_payloads, send_summarize
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload
 from memwell.llm import build_chat_model
+from memwell.retrieval.service import RetrievalDeps, build_retrieval
 
 
 @dataclass
@@ -39,6 +37,9 @@ class AppState:
     settings: Settings
     engine: AsyncEngine
     redis: aioredis.Redis
+    #: every request's queries run as `memwell_app` under row-level security
+    sessions: async_sessionmaker[AsyncSession]
+    retrieval: RetrievalDeps
     chat: ChatDeps
     chat_broker_url: str
     # Sync pool for the outbox: accepted turns are persisted (in a worker thread)
@@ -49,8 +50,8 @@ class AppState:
     async def warm_up(self) -> None:
         """Pay first-use costs at startup, not on the first user's request: the ONNX
         session's first run, and one pooled connection to Postgres and to Redis."""
-        await asyncio.to_thread(self.chat.embedder.inner.embed, ["warm up"])
-        await self.chat.reads.open()
+        await asyncio.to_thread(self.retrieval.embedder.inner.embed, ["warm up"])
+        await self.retrieval.reads.open()
         async with self.engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
         await self.redis.ping()
@@ -61,7 +62,7 @@ class AppState:
     key_cache: KeyCache
 
     async def aclose(self) -> None:
-        await self.chat.reads.close()
+        await self.retrieval.reads.close()
         await self.redis.aclose()
         await self.engine.dispose()
         self.outbox_engine.dispose()
@@ -89,19 +90,14 @@ def build_state(settings: Settings) -> AppState:
     outbox_engine = make_engine(stack.database_url(settings), pool_size=4)
     accept = partial(accept_turns, make_sessionmaker(outbox_engine), broker_url=redis_url)
     client = async_client(redis_url)
+    buffer = SessionBuffer(
+        client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
+    )
+    retrieval = build_retrieval(settings, database_url=stack.database_url(settings), access=client)
     deps = ChatDeps(
         settings=settings,
-        # Every request's queries run as `memwell_app` under row-level security.
-        sessions=make_async_tenant_sessionmaker(engine),
-        reads=TenantReadPool(stack.database_url(settings)),
-        buffer=SessionBuffer(
-            client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
-        ),
-        embedder=CachedQueryEmbedder(
-            MeteredEmbedder(build_embedder(settings, for_queries=True), use="query"),
-            capacity=settings.query_cache_size,
-        ),
-        local_embedder=settings.resolved_embedding_provider == "local",
+        retrieval=retrieval,
+        buffer=buffer,
         model=build_chat_model(settings),
         # The chat path's own durability (README "Durability"): the broker, like its
         # buffer, or the Postgres outbox at about 10 ms more per exchange.
@@ -109,7 +105,6 @@ def build_state(settings: Settings) -> AppState:
         if settings.chat_durability == "outbox"
         else partial(_send_to_broker, redis_url),
         summarize=partial(_summarize, redis_url),
-        access=client,
     )
     limiter = (
         RateLimiter(client, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
@@ -120,6 +115,8 @@ def build_state(settings: Settings) -> AppState:
         settings=settings,
         engine=engine,
         redis=client,
+        sessions=make_async_tenant_sessionmaker(engine),
+        retrieval=retrieval,
         chat=deps,
         chat_broker_url=redis_url,
         outbox_engine=outbox_engine,

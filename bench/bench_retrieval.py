@@ -21,7 +21,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -31,10 +31,11 @@ from sqlalchemy.orm import Session
 
 from bench.headline import ReportRow, add_json_flag, write_json
 from bench.stack import percentile, postgres_only
+from memwell.core.settings import get_settings
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.local.embedded import libpq_url
 from memwell.retrieval.ann import maintain_ann_indexes
-from memwell.retrieval.search import SearchFilters, SearchParams, search_sync
+from memwell.retrieval.search import SearchFilters, params_from_settings, search_sync
 
 TENANT = "bench"
 MODEL = "random-384"
@@ -204,11 +205,13 @@ def row(
 
 def full_search(session: Session, user: str, ann_dims: int | None = None) -> Callable[..., object]:
     def run(q: np.ndarray) -> list[object]:
-        params = SearchParams(
-            tenant=TENANT, user_id=user, query_vector=q, embedding_model=MODEL,
-            query_text=f"{WORDS[int(q[0] * 1e6) % len(WORDS)]} plans", k=10,
-            similarity_floor=-1.0, fusion="score", ann_dims=ann_dims,
-            filters=SearchFilters(kinds=("fact", "episode"), created_after=T0 - timedelta(1)),
+        params = replace(
+            params_from_settings(
+                get_settings(), tenant=TENANT, user_id=user, query_vector=q, embedding_model=MODEL,
+                query_text=f"{WORDS[int(q[0] * 1e6) % len(WORDS)]} plans", k=10, ann_dims=ann_dims,
+                filters=SearchFilters(kinds=("fact", "episode"), created_after=T0 - timedelta(1)),
+            ),
+            similarity_floor=-1.0,
         )  # fmt: skip
         return [h.id for h in search_sync(session, params)]
 

@@ -59,7 +59,7 @@ from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.intake.enqueue import enqueue_turns
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload, TurnIn
-from tests.worker_process import WorkerProcess
+from memwell.local.worker_process import WorkerProcess
 
 FAULTS = ("sigkill", "redis-restart", "postgres-stop", "redis-wipe")
 

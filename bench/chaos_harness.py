@@ -25,9 +25,9 @@ from memwell.db.models import Memory, Turn
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
+from memwell.local.session_services import PostgresService
+from memwell.local.worker_process import WorkerProcess
 from memwell.maintenance.jobs import run_sweep
-from tests.services import PostgresService
-from tests.worker_process import WorkerProcess
 
 TENANT = "chaos"
 USERS = 20

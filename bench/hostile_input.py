@@ -65,9 +65,9 @@ def main() -> None:
     parser.add_argument("--fuzz-examples", type=int, default=300)
     parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
-    prop = ("tenant isolation property", "tests/test_tenant_property.py",
+    prop = ("tenant isolation property", "tests/api/test_tenant_property.py",
             "MEMWELL_PROPERTY_EXAMPLES", r"property: (\d+) generated cases")  # fmt: skip
-    fuzz = ("schemathesis", "tests/test_schemathesis.py", "MEMWELL_FUZZ_EXAMPLES",
+    fuzz = ("schemathesis", "tests/api/test_schemathesis.py", "MEMWELL_FUZZ_EXAMPLES",
             r"schemathesis: (\d+) examples")  # fmt: skip
     plan = [] if args.skip_baseline else [(*prop, 200), (*fuzz, 25)]
     plan += [(*prop, args.cases), (*fuzz, args.fuzz_examples)]

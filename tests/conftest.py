@@ -17,8 +17,8 @@ from memwell.auth.keys import create_key
 from memwell.core.settings import get_settings
 from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
-from tests import services
-from tests.worker_process import WorkerProcess
+from memwell.local import session_services as services
+from memwell.local.worker_process import WorkerProcess
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -20,8 +20,8 @@ from api.schemas import (
     SearchResponse,
 )
 from memwell.chat.context import build_context
-from memwell.chat.service import retrieve
 from memwell.memories.service import delete_memory, get_memory, memory_history
+from memwell.retrieval.service import retrieve
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -31,7 +31,7 @@ async def post_search(
     body: SearchRequest, state: StateDep, tenant: ReadTenantDep
 ) -> SearchResponse:
     hits = await retrieve(
-        state.chat,
+        state.retrieval,
         tenant=tenant,
         user_id=body.user_id,
         query=body.query,
@@ -48,7 +48,8 @@ async def post_context(
     body: ContextRequest, state: StateDep, tenant: ReadTenantDep
 ) -> ContextResponse:
     result = await build_context(
-        state.chat,
+        state.retrieval,
+        state.chat.buffer,
         tenant=tenant,
         user_id=body.user_id,
         session_id=body.session_id,
@@ -73,21 +74,21 @@ async def post_context(
 
 @router.get("/memories/{memory_id}")
 async def get_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryPublic:
-    async with state.chat.sessions() as session:
+    async with state.sessions() as session:
         record = await get_memory(session, tenant=tenant, memory_id=memory_id)
     return MemoryPublic(**asdict(record))
 
 
 @router.delete("/memories/{memory_id}")
 async def delete_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryPublic:
-    async with state.chat.sessions() as session, session.begin():
+    async with state.sessions() as session, session.begin():
         record = await delete_memory(session, tenant=tenant, memory_id=memory_id)
     return MemoryPublic(**asdict(record))
 
 
 @router.get("/memories/{memory_id}/history")
 async def get_history(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryHistory:
-    async with state.chat.sessions() as session:
+    async with state.sessions() as session:
         events = await memory_history(session, tenant=tenant, memory_id=memory_id)
     return MemoryHistory(
         memory_id=memory_id, events=[MemoryEventPublic(**asdict(e)) for e in events]

@@ -39,7 +39,7 @@ class RetentionPublic(BaseModel):
 async def patch_memory_retention(
     memory_id: uuid.UUID, body: RetentionPatch, state: StateDep, tenant: TenantDep
 ) -> RetentionPublic:
-    async with state.chat.sessions.begin() as session:
+    async with state.sessions.begin() as session:
         flags = await set_retention_flags(
             session,
             tenant=tenant,

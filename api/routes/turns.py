@@ -32,7 +32,7 @@ async def post_turns(body: TurnBatch, state: StateDep, tenant: WriteTenantDep) -
 async def get_turn_status(
     turn_id: IdentifierPath, state: StateDep, tenant: ReadTenantDep
 ) -> TurnStatus:
-    async with async_tenant_session(state.chat.sessions, tenant) as session:
+    async with async_tenant_session(state.sessions, tenant) as session:
         turn = await get_turn(session, tenant=tenant, turn_id=turn_id)
     if turn is None:
         # Unknown is an answer, not an error: the turn may still be in the queue.

@@ -21,7 +21,5 @@ router = APIRouter(prefix="/v1/users", tags=["users"])
 async def delete_user(
     user_id: IdentifierPath, state: StateDep, tenant: AdminTenantDep
 ) -> ErasureReceiptPublic:
-    receipt = await erase_user_async(
-        state.chat.sessions, state.redis, tenant=tenant, user_id=user_id
-    )
+    receipt = await erase_user_async(state.sessions, state.redis, tenant=tenant, user_id=user_id)
     return ErasureReceiptPublic.model_validate(receipt, from_attributes=True)

@@ -11,20 +11,25 @@ The server acts for one tenant (MEMWELL_DEFAULT_TENANT or --tenant).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from memwell.agents import tools
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.core import stack
+from memwell.core.errors import MemwellError
 from memwell.core.redis_clients import async_client
 from memwell.core.settings import Settings
-from memwell.db.engine import make_async_engine, make_async_sessionmaker
-from memwell.embeddings import CachedQueryEmbedder, build_embedder
-from memwell.embeddings.metered import MeteredEmbedder
+from memwell.db.engine import make_async_engine
+from memwell.db.tenancy import make_async_tenant_sessionmaker
+from memwell.retrieval.search import K_MAX
+from memwell.retrieval.service import build_retrieval
 
 INSTRUCTIONS = (
     "Long-term memory about the user. Call get_context (or recall) before answering "
@@ -39,22 +44,28 @@ UserId = Annotated[str, Field(min_length=1, max_length=200, description="Whose m
 def build_deps(settings: Settings, *, tenant: str | None = None) -> tools.ToolDeps:
     """Connections are opened lazily, on the first call, inside the server's loop."""
     redis_url = stack.redis_url(settings)
-    engine = make_async_engine(stack.database_url(settings))
+    database_url = stack.database_url(settings)
+    client = async_client(redis_url)
     return tools.ToolDeps(
         settings=settings,
         tenant=tenant or settings.default_tenant,
-        sessions=make_async_sessionmaker(engine),
-        embedder=CachedQueryEmbedder(
-            MeteredEmbedder(build_embedder(settings, for_queries=True), use="query"),
-            capacity=settings.query_cache_size,
-        ),
+        sessions=make_async_tenant_sessionmaker(make_async_engine(database_url)),
+        retrieval=build_retrieval(settings, database_url=database_url, access=client),
         buffer=SessionBuffer(
-            async_client(redis_url),
-            token_budget=settings.buffer_token_budget,
-            ttl_s=settings.buffer_ttl_s,
+            client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         ),
         broker_url=redis_url,
     )
+
+
+@contextmanager
+def _readable_errors() -> Iterator[None]:
+    """A domain error reaches the agent as a tool error carrying its message and code
+    (the SDK would otherwise show only "Error executing tool ...", and log a traceback)."""
+    try:
+        yield
+    except MemwellError as exc:
+        raise ToolError(f"{exc.code}: {exc}") from exc
 
 
 def create_server(deps: tools.ToolDeps) -> MCPServer:
@@ -71,31 +82,35 @@ def create_server(deps: tools.ToolDeps) -> MCPServer:
     ) -> tools.Remembered:
         """Store something the user said. It is consolidated into long-term memory in
         the background; pass turn_id to make a retry harmless."""
-        return await tools.remember(
-            deps,
-            user_id=user_id,
-            content=content,
-            session_id=session_id,
-            role=role,
-            turn_id=turn_id,
-            created_at=created_at,
-        )
+        with _readable_errors():
+            return await tools.remember(
+                deps,
+                user_id=user_id,
+                content=content,
+                session_id=session_id,
+                role=role,
+                turn_id=turn_id,
+                created_at=created_at,
+            )
 
     @server.tool()
     async def recall(
         user_id: UserId,
         query: Annotated[str, Field(min_length=1, max_length=4000)],
-        k: Annotated[int, Field(ge=1, le=50)] = 8,
+        k: Annotated[int | None, Field(ge=1, le=K_MAX, description="Default: the setting")] = None,
     ) -> tools.Recall:
         """Search the user's long-term memory: the most relevant memories, best first,
-        each with its score parts (relevance, importance, recency)."""
-        return await tools.recall(deps, user_id=user_id, query=query, k=k)
+        each with its score parts (relevance = similarity and text rank, importance,
+        recency)."""
+        with _readable_errors():
+            return await tools.recall(deps, user_id=user_id, query=query, k=k)
 
     @server.tool()
     async def forget(user_id: UserId, memory_id: str) -> tools.Forgotten:
         """Delete one memory (by the id recall returned). Its history keeps a redacted
         record that it was deleted."""
-        return await tools.forget(deps, user_id=user_id, memory_id=memory_id)
+        with _readable_errors():
+            return await tools.forget(deps, user_id=user_id, memory_id=memory_id)
 
     @server.tool()
     async def get_context(
@@ -105,7 +120,10 @@ def create_server(deps: tools.ToolDeps) -> MCPServer:
     ) -> tools.Context:
         """Everything to put before your next model call: relevant memories quoted as
         data, the session summary and recent turns, within the token budget."""
-        return await tools.get_context(deps, user_id=user_id, query=query, session_id=session_id)
+        with _readable_errors():
+            return await tools.get_context(
+                deps, user_id=user_id, query=query, session_id=session_id
+            )
 
     return server
 

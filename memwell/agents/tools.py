@@ -1,47 +1,42 @@
-"""The four memory operations agents use (remember, recall, forget, get_context), as
-plain async functions over explicit dependencies.
+"""The memory operations agents use (remember, recall, forget, get_context), as plain
+async functions over explicit dependencies.
 
-The MCP server (memwell/agents/mcp_server.py) is a thin skin over these, and they call the
-same service functions as REST: enqueue_turns for remember, the one SQL search for
-recall, assemble_context for get_context. The search is bound once, here, in
-`SEARCH`: when the REST search service grows (filters, hybrid ranking), pointing
-`SEARCH` at it is the only change.
+The MCP server (memwell/agents/mcp_server.py) is a thin skin over these, and these are
+thin skins over the same services REST calls: `enqueue_turns` for remember,
+`retrieve` for recall, `build_context` for get_context, `delete_memory` for forget.
+So an agent ranks, filters and fails exactly as a REST client does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memwell.buffer.session_buffer import SessionBuffer
-from memwell.chat.assembly import assemble_context, render_data_block
-from memwell.core.errors import InvalidInput, NotFound
+from memwell.chat.context import build_context
+from memwell.core.errors import InvalidInput
 from memwell.core.settings import Settings
-from memwell.db.models import Memory
-from memwell.embeddings import CachedQueryEmbedder
+from memwell.db.tenancy import async_tenant_session
 from memwell.intake.enqueue import enqueue_turns
 from memwell.intake.turns import TurnIn
 from memwell.memories.service import delete_memory
-from memwell.retrieval.search import MemoryHit, SearchParams, search
-
-#: The retrieval service both skins share (swap here for the richer search service).
-SEARCH: Callable[[AsyncSession, SearchParams], Awaitable[list[MemoryHit]]] = search
+from memwell.retrieval.search import MemoryHit
+from memwell.retrieval.service import RetrievalDeps, retrieve
 
 
 @dataclass
 class ToolDeps:
     settings: Settings
     tenant: str
+    #: tenant-bound sessions (row-level security)
     sessions: async_sessionmaker[AsyncSession]
-    embedder: CachedQueryEmbedder
+    retrieval: RetrievalDeps
     buffer: SessionBuffer
     broker_url: str
 
@@ -51,26 +46,8 @@ class Remembered(BaseModel):
     status: str = Field(description="queued: consolidation runs in the background")
 
 
-class RecalledMemory(BaseModel):
-    id: str
-    kind: str
-    content: str
-    score: float
-    relevance: float
-    importance: float
-    recency: float
-    created_at: datetime
-    session_id: str | None
-    source_turn_ids: list[str]
-
-    @classmethod
-    def from_hit(cls, hit: MemoryHit) -> RecalledMemory:
-        fields = {name: getattr(hit, name) for name in cls.model_fields if name != "id"}
-        return cls(id=str(hit.id), **fields)
-
-
 class Recall(BaseModel):
-    memories: list[RecalledMemory]
+    memories: list[MemoryHit]
 
 
 class Forgotten(BaseModel):
@@ -81,7 +58,7 @@ class Forgotten(BaseModel):
 class Context(BaseModel):
     messages: list[dict[str, str]] = Field(description="OpenAI-style messages, ready to send")
     data_block: str = Field(description="The memories and summary, quoted as data")
-    memories: list[RecalledMemory]
+    memories: list[MemoryHit]
     tokens: int
 
 
@@ -112,31 +89,18 @@ async def remember(
     return Remembered(turn_id=ids[0], status="queued")
 
 
-async def recall(deps: ToolDeps, *, user_id: str, query: str, k: int | None = None) -> Recall:
-    """The user's memories most relevant to `query`, best first, with score parts."""
-    hits = await _search(deps, user_id=user_id, query=query, k=k)
-    return Recall(memories=[RecalledMemory.from_hit(h) for h in hits])
-
-
-async def _search(deps: ToolDeps, *, user_id: str, query: str, k: int | None) -> list[MemoryHit]:
+def _query(query: str) -> str:
     if not query.strip():
         raise InvalidInput("query must not be blank")
-    s = deps.settings
-    vector = await asyncio.to_thread(deps.embedder.embed_query, query)
-    params = SearchParams(
-        tenant=deps.tenant,
-        user_id=user_id,
-        query_vector=vector,
-        embedding_model=deps.embedder.model_name,
-        k=max(1, min(k or s.retrieval_top_k, 100)),
-        similarity_floor=s.similarity_floor,
-        w_relevance=s.weight_relevance,
-        w_importance=s.weight_importance,
-        w_recency=s.weight_recency,
-        half_life_h=s.recency_half_life_h,
+    return query
+
+
+async def recall(deps: ToolDeps, *, user_id: str, query: str, k: int | None = None) -> Recall:
+    """The user's memories most relevant to `query`, best first, with score parts."""
+    hits = await retrieve(
+        deps.retrieval, tenant=deps.tenant, user_id=user_id, query=_query(query), k=k
     )
-    async with deps.sessions() as session:
-        return await SEARCH(session, params)
+    return Recall(memories=hits)
 
 
 async def forget(deps: ToolDeps, *, user_id: str, memory_id: str) -> Forgotten:
@@ -146,17 +110,13 @@ async def forget(deps: ToolDeps, *, user_id: str, memory_id: str) -> Forgotten:
         key = uuid.UUID(memory_id)
     except ValueError as exc:
         raise InvalidInput(f"not a memory id: {memory_id!r}") from exc
-    async with deps.sessions.begin() as session:
-        owner = await session.scalar(
-            select(Memory.user_id).where(
-                Memory.tenant == deps.tenant, Memory.id == key, Memory.deleted_at.is_(None)
-            )
-        )
-        if owner != user_id:
-            raise NotFound(f"no live memory {memory_id} for this user")
-        # The same deletion as REST: tombstone, text removed, history redacted.
+    async with async_tenant_session(deps.sessions, deps.tenant) as session, session.begin():
         await delete_memory(
-            session, tenant=deps.tenant, memory_id=key, reason="forgotten by an agent (MCP forget)"
+            session,
+            tenant=deps.tenant,
+            memory_id=key,
+            user_id=user_id,
+            reason="forgotten by an agent (MCP forget)",
         )
     return Forgotten(memory_id=memory_id, forgotten=True)
 
@@ -166,24 +126,17 @@ async def get_context(
 ) -> Context:
     """Context for the agent's next model call: memories as quoted data, the session's
     summary and recent turns, inside the context token budget."""
-    searching = _search(deps, user_id=user_id, query=query, k=None)
-    if session_id:
-        snapshot, hits = await asyncio.gather(
-            deps.buffer.read(deps.tenant, user_id, session_id), searching
-        )
-        summary, recent = snapshot.summary, snapshot.turns
-    else:
-        hits, summary, recent = await searching, None, []
-    assembled = assemble_context(
-        message=query,
-        memories=hits,
-        summary=summary,
-        recent=recent,
-        budget=deps.settings.context_token_budget,
+    result = await build_context(
+        deps.retrieval,
+        deps.buffer,
+        tenant=deps.tenant,
+        user_id=user_id,
+        query=_query(query),
+        session_id=session_id,
     )
     return Context(
-        messages=assembled.messages,
-        data_block=render_data_block(assembled.memories, summary),
-        memories=[RecalledMemory.from_hit(h) for h in assembled.memories],
-        tokens=assembled.tokens,
+        messages=result.messages,
+        data_block=result.data_block,
+        memories=result.memories,
+        tokens=result.tokens,
     )

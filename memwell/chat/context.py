@@ -11,10 +11,10 @@ import asyncio
 from dataclasses import dataclass
 from datetime import datetime
 
-from memwell.buffer.session_buffer import BufferedTurn
+from memwell.buffer.session_buffer import BufferedTurn, BufferSnapshot, SessionBuffer
 from memwell.chat.assembly import assemble_context, render_data_block
-from memwell.chat.service import ChatDeps, retrieve
 from memwell.retrieval.search import MemoryHit, Overrides, SearchFilters
+from memwell.retrieval.service import RetrievalDeps, retrieve
 
 
 @dataclass(frozen=True)
@@ -29,12 +29,13 @@ class ContextResult:
 
 
 async def build_context(
-    deps: ChatDeps,
+    retrieval: RetrievalDeps,
+    buffer: SessionBuffer,
     *,
     tenant: str,
     user_id: str,
-    session_id: str,
     query: str,
+    session_id: str | None = None,
     budget: int | None = None,
     k: int | None = None,
     filters: SearchFilters | None = None,
@@ -42,15 +43,17 @@ async def build_context(
     overrides: Overrides | None = None,
     system_prompt: str | None = None,
 ) -> ContextResult:
-    """Memories, session summary and recent turns for `query`, inside `budget` tokens."""
-    snapshot, hits = await asyncio.gather(
-        deps.buffer.read(tenant, user_id, session_id),
-        retrieve(
-            deps, tenant=tenant, user_id=user_id, query=query, k=k, filters=filters,
-            as_of=as_of, overrides=overrides,
-        ),
+    """Memories, session summary and recent turns for `query`, inside `budget` tokens.
+    Without a session, only memories."""
+    searching = retrieve(
+        retrieval, tenant=tenant, user_id=user_id, query=query, k=k, filters=filters,
+        as_of=as_of, overrides=overrides,
     )  # fmt: skip
-    resolved_budget = budget or deps.settings.context_token_budget
+    if session_id is None:
+        hits, snapshot = await searching, BufferSnapshot(turns=[], total_tokens=0, summary=None)
+    else:
+        snapshot, hits = await asyncio.gather(buffer.read(tenant, user_id, session_id), searching)
+    resolved_budget = budget or retrieval.settings.context_token_budget
     extra = {"system_prompt": system_prompt} if system_prompt else {}
     context = assemble_context(
         message=query,

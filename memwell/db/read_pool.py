@@ -64,6 +64,8 @@ class TenantReadPool:
         """
         if not statements:
             raise ValueError("no statement to run")
+        if self._pool.closed:  # a process that skipped `open` at startup (MCP, CLI)
+            await self._pool.open(wait=True)
         async with self._pool.connection() as conn:
             if self._vector_oid is None:
                 self._vector_oid = await fetch_vector_oid(conn)

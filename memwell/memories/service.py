@@ -81,12 +81,22 @@ async def get_memory(session: AsyncSession, *, tenant: str, memory_id: uuid.UUID
 
 
 async def delete_memory(
-    session: AsyncSession, *, tenant: str, memory_id: uuid.UUID, reason: str | None = None
+    session: AsyncSession,
+    *,
+    tenant: str,
+    memory_id: uuid.UUID,
+    user_id: str | None = None,
+    reason: str | None = None,
 ) -> MemoryRecord:
     """Tombstone the memory, remove its text (from the row and from its history, whose
     events stay with their content redacted) and log a 'delete' event. Deleting twice
-    is a no-op."""
+    is a no-op.
+
+    With `user_id` (a caller acting for one user, such as an agent), the memory must be
+    that user's and still live, or it is not found."""
     memory = await _load(session, tenant, memory_id)
+    if user_id is not None and (memory.user_id != user_id or memory.deleted_at is not None):
+        raise NotFound(f"memory {memory_id} not found for user {user_id!r}")
     if memory.deleted_at is None:
         await session.execute(
             update(Memory)

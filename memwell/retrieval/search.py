@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
@@ -71,28 +72,32 @@ class SearchFilters:
 
 @dataclass(frozen=True)
 class SearchParams:
+    """One search, fully resolved. Built by `params_from_settings` (the one place that
+    reads the settings), so no field has a default that could disagree with them."""
+
     tenant: str
     user_id: str
     query_vector: np.ndarray
     embedding_model: str
-    query_text: str = ""
-    k: int = 8
-    similarity_floor: float = 0.2
-    w_relevance: float = 1.0
-    w_importance: float = 0.15
-    w_recency: float = 0.15
-    half_life_h: float = 336.0
-    half_life_access_h: float = 168.0
-    fusion: Fusion = "rrf"
-    text_weight: float = 0.3
-    rrf_k: int = 60
+    query_text: str
+    k: int
+    similarity_floor: float
+    w_relevance: float
+    w_importance: float
+    w_recency: float
+    half_life_h: float
+    half_life_access_h: float
+    fusion: Fusion
+    text_weight: float
+    rrf_k: int
+    ann_k: int
+    #: the clock of the recency terms (`as_of` when set)
+    now: datetime
     filters: SearchFilters = field(default_factory=SearchFilters)
-    # Set: answer as the store stood at this instant (historical visibility rules).
+    #: set: answer as the store stood at this instant (historical visibility rules)
     as_of: datetime | None = None
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    # Set by the caller when this user has a per-user ANN index (see memwell/retrieval/ann.py).
+    #: set when this user has a per-user ANN index (memwell/retrieval/ann.py)
     ann_dims: int | None = None
-    ann_k: int = 200
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,14 @@ class Overrides:
     text_weight: float | None = None
 
 
-@dataclass(frozen=True)
-class MemoryHit:
+class MemoryHit(BaseModel):
+    """A retrieved memory and why it came back: score = w_rel*relevance +
+    w_imp*importance + w_rec*recency; relevance fuses similarity (cosine) and text_rank.
+
+    Every door returns this one shape (REST search, context and chat, MCP, the SDK)."""
+
+    model_config = ConfigDict(frozen=True)
+
     id: uuid.UUID
     kind: str
     content: str
@@ -117,13 +128,13 @@ class MemoryHit:
     relevance: float
     importance: float
     recency: float
+    similarity: float
+    text_rank: float
     created_at: datetime
     session_id: str | None
+    agent_id: str | None
     source_turn_ids: list[str]
-    similarity: float = 0.0
-    text_rank: float = 0.0
-    agent_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any]
 
 
 def _clamp(value: float | None, default: float, low: float, high: float) -> float:
@@ -219,7 +230,8 @@ def _bind(params: SearchParams) -> tuple[str, dict[str, Any]]:
 
 
 def _hit(row: Any) -> MemoryHit:
-    return MemoryHit(
+    # The row comes from our own statement: no validation on the chat path.
+    return MemoryHit.model_construct(
         id=row.id,
         kind=row.kind,
         content=row.content,
@@ -227,12 +239,12 @@ def _hit(row: Any) -> MemoryHit:
         relevance=float(row.relevance),
         importance=float(row.importance),
         recency=float(row.recency),
-        created_at=row.created_at,
-        session_id=row.session_id,
-        source_turn_ids=list(row.source_turn_ids),
         similarity=float(row.similarity),
         text_rank=float(row.text_rank),
+        created_at=row.created_at,
+        session_id=row.session_id,
         agent_id=row.agent_id,
+        source_turn_ids=list(row.source_turn_ids),
         metadata=dict(row.metadata or {}),
     )
 

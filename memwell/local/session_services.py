@@ -1,0 +1,62 @@
+"""Throwaway real services for a test or benchmark session: embedded Postgres+pgvector
+and Redis.
+
+TEST_DATABASE_URL / TEST_REDIS_URL in the environment win; otherwise embedded
+servers start once per test session in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from sqlalchemy.engine import make_url
+
+from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis, libpq_url
+
+
+@dataclass(frozen=True)
+class PostgresService:
+    url: str
+
+    def create_database(self, name: str) -> str:
+        """A fresh, empty database on the same server; returns its URL."""
+        admin = make_url(self.url).set(database="postgres")
+        with psycopg.connect(
+            libpq_url(admin.render_as_string(hide_password=False)), autocommit=True
+        ) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return make_url(self.url).set(database=name).render_as_string(hide_password=False)
+
+
+@contextmanager
+def postgres() -> Iterator[PostgresService]:
+    if url := os.environ.get("TEST_DATABASE_URL"):
+        yield PostgresService(url)
+        return
+    root = Path(tempfile.mkdtemp(prefix="memwell-test-pg-"))
+    pg = EmbeddedPostgres(pgdata=root / "pgdata", database="memwell_test")
+    try:
+        yield PostgresService(pg.start())
+    finally:
+        pg.stop()
+
+
+@contextmanager
+def redis_url() -> Iterator[str]:
+    if url := os.environ.get("TEST_REDIS_URL"):
+        yield url
+        return
+    root = Path(tempfile.mkdtemp(prefix="memwell-test-redis-"))
+    server = EmbeddedRedis(data_dir=root, appendonly=False)
+    try:
+        yield server.start()
+    finally:
+        server.stop()

@@ -1,0 +1,113 @@
+"""Bad input gets a clear 4xx problem+json and loses nothing; batches are atomic."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.db.models import Turn
+from memwell.local.waiting import broker_idle, wait_for
+from memwell.local.worker_process import WorkerProcess
+
+PROBLEM = "application/problem+json"
+
+
+def _assert_problem(response, status: int, code: str) -> dict:  # type: ignore[no-untyped-def]
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith(PROBLEM)
+    body = response.json()
+    assert body["type"].endswith("/" + code) and body["status"] == status
+    return body  # type: ignore[no-any-return]
+
+
+def test_chat_rejects_missing_and_blank_fields(api: TestClient) -> None:
+    _assert_problem(api.post("/v1/chat", json={"user_id": "u"}), 422, "invalid-input")
+    body = _assert_problem(
+        api.post("/v1/chat", json={"user_id": "u", "session_id": "s", "message": "   "}),
+        422,
+        "invalid-input",
+    )
+    assert body["errors"][0]["loc"][-1] == "message"
+    _assert_problem(
+        api.post("/v1/chat", json={"user_id": "u", "session_id": "s", "message": "a\x00b"}),
+        422,
+        "invalid-input",
+    )
+    _assert_problem(
+        api.post("/v1/chat", content=b"{not json", headers={"content-type": "application/json"}),
+        422,
+        "invalid-input",
+    )
+
+
+def test_unknown_route_is_a_problem_too(api: TestClient) -> None:
+    _assert_problem(api.get("/v1/nothing-here"), 404, "not-found")
+
+
+def test_numeric_event_time_is_refused(api: TestClient, ids: dict[str, str]) -> None:
+    """The schema offers an ISO-8601 string; a number (Unix time? milliseconds?) is a
+    422, not silently read as seconds since 1970 (schemathesis found 1024 accepted)."""
+    turn = {"user_id": ids["user"], "session_id": "s", "content": "x", "created_at": 1024}
+    body = _assert_problem(api.post("/v1/turns", json={"turns": [turn]}), 422, "invalid-input")
+    assert body["errors"][0]["loc"][:4] == ["body", "turns", 0, "created_at"]
+
+    search = {"user_id": ids["user"], "query": "q", "filters": {"created_before": 610322521216}}
+    body = _assert_problem(api.post("/v1/memories/search", json=search), 422, "invalid-input")
+    assert body["errors"][0]["loc"][:3] == ["body", "filters", "created_before"]
+    as_of = {"user_id": ids["user"], "query": "q", "as_of": 1.5}
+    body = _assert_problem(api.post("/v1/memories/search", json=as_of), 422, "invalid-input")
+    assert body["errors"][0]["loc"][:2] == ["body", "as_of"]
+
+
+def test_batch_with_one_bad_turn_is_rejected_whole(
+    api: TestClient,
+    worker: WorkerProcess,
+    db: sessionmaker[Session],
+    ids: dict[str, str],
+    stack_env: dict[str, str],
+) -> None:
+    good = {
+        "id": f"good-{ids['user']}",
+        "user_id": ids["user"],
+        "session_id": "s",
+        "content": "fine",
+    }
+    bad = {
+        "id": f"bad-{ids['user']}",
+        "user_id": ids["user"],
+        "session_id": "s",
+        "content": "x",
+        "created_at": "3999-01-01T00:00:00Z",
+    }
+    body = _assert_problem(api.post("/v1/turns", json={"turns": [good, bad]}), 422, "invalid-input")
+    assert body["errors"][0]["loc"][:3] == ["body", "turns", 1]
+
+    sentinel = {"user_id": ids["user"], "session_id": "s", "content": "sentinel"}
+    accepted = api.post("/v1/turns", json={"turns": [sentinel]})
+    assert accepted.status_code == 202
+    sentinel_id = accepted.json()["turn_ids"][0]
+    wait_for(
+        lambda: api.get(f"/v1/turns/{sentinel_id}").json()["status"] == "processed", timeout=60
+    )
+    wait_for(lambda: broker_idle(stack_env["REDIS_URL"]), timeout=60, what="the queue to drain")
+    with db() as session:
+        stored = set(session.scalars(select(Turn.content).where(Turn.user_id == ids["user"])).all())
+    assert stored == {"sentinel"}
+
+
+def test_batch_is_accepted_and_processed(
+    api: TestClient, worker: WorkerProcess, ids: dict[str, str]
+) -> None:
+    turns = [
+        {"user_id": ids["user"], "session_id": "s", "content": f"I have {n} cats.", "role": "user"}
+        for n in range(3)
+    ]
+    response = api.post("/v1/turns", json={"turns": turns})
+    assert response.status_code == 202
+    turn_ids = response.json()["turn_ids"]
+    assert len(turn_ids) == 3
+    wait_for(
+        lambda: all(api.get(f"/v1/turns/{t}").json()["status"] == "processed" for t in turn_ids),
+        timeout=60,
+    )

@@ -1,0 +1,48 @@
+"""A client pins a memory or sets its expiry through the API; prune then honours it."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.core.settings import get_settings
+from memwell.db.models import Memory, MemoryEvent
+from tests.support.maintenance_factories import add_memory
+
+
+def test_pin_and_expiry_are_set_recorded_and_validated(
+    api: TestClient, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    tenant = get_settings().default_tenant
+    memory_id = add_memory(db, tenant=tenant, user_id=ids["user"], at=datetime.now(UTC))
+    when = (datetime.now(UTC) + timedelta(days=3)).replace(microsecond=0)
+
+    pinned = api.patch(f"/v1/memories/{memory_id}", json={"pinned": True})
+    assert pinned.status_code == 200, pinned.text
+    assert pinned.json()["pinned"] is True and pinned.json()["expires_at"] is None
+
+    dated = api.patch(f"/v1/memories/{memory_id}", json={"expires_at": when.isoformat()})
+    assert dated.json()["pinned"] is True  # untouched field stays
+    assert datetime.fromisoformat(dated.json()["expires_at"]) == when
+
+    cleared = api.patch(f"/v1/memories/{memory_id}", json={"expires_at": None, "pinned": False})
+    assert cleared.json() == {"id": str(memory_id), "pinned": False, "expires_at": None}
+    with db() as s:
+        row = s.get(Memory, memory_id)
+        reasons = s.scalars(
+            select(MemoryEvent.reason)
+            .where(MemoryEvent.memory_id == memory_id)
+            .order_by(MemoryEvent.id)
+        ).all()
+    assert row is not None and not row.pinned and row.expires_at is None
+    assert reasons[0] == "retention: pinned=true" and len(reasons) == 3
+
+    assert api.patch(f"/v1/memories/{memory_id}", json={}).status_code == 422
+    assert api.patch(f"/v1/memories/{memory_id}", json={"pinned": "maybe"}).status_code == 422
+    missing = api.patch(f"/v1/memories/{uuid.uuid4()}", json={"pinned": True})
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("application/problem+json")

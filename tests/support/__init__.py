@@ -1,0 +1,1 @@
+"""Shared test helpers: services, factories, waiting, the fake OpenAI-compatible server."""

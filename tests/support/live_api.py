@@ -1,0 +1,40 @@
+"""The real API served by uvicorn on a free loopback port, in a thread of the test
+process: for clients that must talk real HTTP (the SDK, the MCP server)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+from memwell.core.settings import get_settings
+from memwell.local.waiting import wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve_api() -> Iterator[str]:
+    from api.main import create_app
+
+    port = free_port()
+    config = uvicorn.Config(
+        create_app(get_settings()), host="127.0.0.1", port=port, log_config=None, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="live-api", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, timeout=60, what="uvicorn to start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
