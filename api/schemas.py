@@ -37,27 +37,10 @@ class ChatRequest(BaseModel):
         return check_text(value, "message")
 
 
-class MemoryHitPublic(BaseModel):
-    id: uuid.UUID
-    kind: str
-    content: str
-    score: float
-    relevance: float
-    importance: float
-    recency: float
-    created_at: datetime
-    session_id: str | None
-    source_turn_ids: list[str]
-
-    @classmethod
-    def from_hit(cls, hit: MemoryHit) -> MemoryHitPublic:
-        return cls.model_validate(hit, from_attributes=True)
-
-
 class ChatResponse(BaseModel):
     reply: str
     model: str
-    memories: list[MemoryHitPublic]
+    memories: list[MemoryHit]
     turn_ids: list[str]
     timings_ms: dict[str, float]
 
@@ -82,9 +65,6 @@ class TurnStatus(BaseModel):
     user_id: str | None = None
     session_id: str | None = None
     processed_at: datetime | None = None
-
-
-# --- retrieval: search, context, one memory (issue 4) -------------------------------
 
 
 class SearchFiltersIn(BaseModel):
@@ -154,18 +134,8 @@ class SearchRequest(BaseModel):
         return check_text(value, "query")
 
 
-class SearchHit(MemoryHitPublic):
-    """A hit with its score parts: score = w_rel*relevance + w_imp*importance +
-    w_rec*recency; relevance fuses similarity (cosine) and text_rank."""
-
-    similarity: float
-    text_rank: float
-    agent_id: str | None
-    metadata: dict[str, Any]
-
-
 class SearchResponse(BaseModel):
-    hits: list[SearchHit]
+    hits: list[MemoryHit]
 
 
 class ContextRequest(SearchRequest):
@@ -185,48 +155,11 @@ class RecentTurn(BaseModel):
 class ContextResponse(BaseModel):
     messages: list[dict[str, str]]
     data_block: str
-    memories: list[SearchHit]
+    memories: list[MemoryHit]
     summary: str | None
     recent: list[RecentTurn]
     tokens: int
     token_budget: int
-
-
-class MemoryPublic(BaseModel):
-    id: uuid.UUID
-    user_id: str
-    agent_id: str | None
-    session_id: str | None
-    kind: str
-    content: str
-    importance: float
-    created_at: datetime
-    updated_at: datetime
-    last_accessed_at: datetime | None
-    access_count: int
-    valid_from: datetime | None
-    valid_to: datetime | None
-    superseded_by: uuid.UUID | None
-    deleted_at: datetime | None
-    embedding_model: str | None
-    source_turn_ids: list[str]
-    metadata: dict[str, Any]
-
-
-class MemoryEventPublic(BaseModel):
-    id: int
-    event: str
-    old_content: str | None
-    new_content: str | None
-    related_memory_id: uuid.UUID | None
-    source_turn_ids: list[str]
-    reason: str | None
-    created_at: datetime
-
-
-class MemoryHistory(BaseModel):
-    memory_id: uuid.UUID
-    events: list[MemoryEventPublic]
 
 
 class ErasureReceiptPublic(BaseModel):

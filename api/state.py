@@ -25,7 +25,7 @@ from memwell.db.engine import (
     make_sessionmaker,
 )
 from memwell.db.tenancy import make_async_tenant_sessionmaker
-from memwell.intake.enqueue import send_payloads, send_summarize
+from memwell.intake.dispatch import send_ingest, send_summarize
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload
 from memwell.llm import build_chat_model
@@ -81,7 +81,7 @@ def _summarize(
 
 
 def _send_to_broker(broker_url: str, payload: IngestPayload) -> None:
-    send_payloads([payload], broker_url=broker_url)
+    send_ingest([payload], broker_url=broker_url)
 
 
 def build_state(settings: Settings) -> AppState:

@@ -28,8 +28,8 @@ from bench.chat_stack import ChatStack, chat_bodies, chat_stack, user_name
 from bench.common import percentile, print_table
 from bench.headline import ReportRow, add_json_flag, write_json
 from memwell.core.settings import Settings
+from memwell.db.driver import libpq_url
 from memwell.embeddings import build_embedder
-from memwell.local.embedded import libpq_url
 
 STAGES = (
     "buffer",

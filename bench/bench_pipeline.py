@@ -33,7 +33,7 @@ from memwell.core.settings import Settings
 from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embeddings import build_embedder
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
 from memwell.intake.importers import read_locomo
 from memwell.intake.turns import TurnIn
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis

@@ -32,8 +32,8 @@ from sqlalchemy.orm import Session
 from bench.headline import ReportRow, add_json_flag, write_json
 from bench.stack import percentile, postgres_only
 from memwell.core.settings import get_settings
+from memwell.db.driver import libpq_url
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.local.embedded import libpq_url
 from memwell.retrieval.ann import maintain_ann_indexes
 from memwell.retrieval.search import SearchFilters, params_from_settings, search_sync
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.evaldata import data_root
 from memwell.db import migrate
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

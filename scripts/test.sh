@@ -7,4 +7,5 @@ bash scripts/bootstrap.sh
 export HF_HUB_OFFLINE=1
 echo "==> ruff";  .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "==> mypy";  .venv/bin/mypy
+echo "==> import contracts"; .venv/bin/lint-imports
 echo "==> pytest"; exec .venv/bin/python -m pytest "$@"

@@ -17,7 +17,7 @@ from memwell.auth.keys import create_key
 from memwell.core.settings import get_settings
 from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.local import session_services as services
+from memwell.local import session_services
 from memwell.local.worker_process import WorkerProcess
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -25,18 +25,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
-    with services.redis_url() as url:
+    with session_services.redis_url() as url:
         yield url
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[services.PostgresService]:
-    with services.postgres() as service:
+def postgres() -> Iterator[session_services.PostgresService]:
+    with session_services.postgres() as service:
         yield service
 
 
 @pytest.fixture(scope="session")
-def database_url(postgres: services.PostgresService) -> str:
+def database_url(postgres: session_services.PostgresService) -> str:
     migrate.upgrade(postgres.url)
     return postgres.url
 

@@ -13,14 +13,15 @@ from celery import Task
 from pydantic import ValidationError
 
 from memwell.core import stack
-from memwell.core.queues import Queue, TaskName, pipeline_queue
+from memwell.core.queues import TaskName
 from memwell.db.tenancy import tenant_transaction
-from memwell.intake import redis_inbox as inbox
+from memwell.intake import redis_inbox
 from memwell.intake.dead_letters import record_dead_letter
+from memwell.intake.dispatch import send_consolidate
+from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload
 from memwell.llm.provider_rate_limit import RateLimited
 from memwell.pipeline.consolidate import consolidate_pending
-from memwell.pipeline.persist import persist_turns
 from memwell.pipeline.stats import record_batch
 from memwell.pipeline.summarize import TurnsNotPersisted, fold_into_summary
 from memwell.retrieval.access import flush_access
@@ -93,7 +94,7 @@ def _inbox_done(task_id: object) -> None:
     if not isinstance(task_id, str):
         return
     try:
-        inbox.done(get_redis(), task_id)
+        redis_inbox.done(get_redis(), task_id)
     except redis.exceptions.RedisError:
         log.warning("could not clear inbox entry %s; the sweeper will re-send it", task_id)
 
@@ -124,10 +125,11 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     with tenant_transaction(get_runtime().tenant_sessions, parsed.tenant) as session:
         new_ids = persist_turns(session, parsed)
     _inbox_done(self.request.id)
-    consolidate_turns.apply_async(
-        kwargs={"tenant": parsed.tenant, "turn_ids": [t.id for t in parsed.turns]},
-        queue=_consolidate_queue(),
-        headers={"request_id": parsed.request_id or ""},  # the API's request id, for logs
+    send_consolidate(
+        parsed.tenant,
+        [t.id for t in parsed.turns],
+        broker_url=stack.redis_url(get_runtime().settings),
+        request_id=parsed.request_id,
     )
     return {"rejected": 0, "persisted": len(new_ids)}
 
@@ -193,14 +195,6 @@ def summarize_session(
         # After the commit: the chat path reads the summary from the buffer's key.
         runtime.buffer.set_summary(tenant, user_id, session_id, result.summary)
     return {"folded": result.folded}
-
-
-def _consolidate_queue() -> str:
-    uses_llm = get_runtime().settings.pipeline_uses_llm
-    return pipeline_queue(uses_llm, local=Queue.EMBED).value
-
-
-# --- retrieval (issue 4) ---------------------------------------------------------------
 
 
 @app.task(

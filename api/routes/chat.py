@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import StateDep, WriteTenantDep
-from api.schemas import ChatRequest, ChatResponse, MemoryHitPublic
+from api.schemas import ChatRequest, ChatResponse
 from memwell.auth.size_limits import check_message
 from memwell.chat.service import chat
 
@@ -25,7 +25,7 @@ async def post_chat(body: ChatRequest, state: StateDep, tenant: WriteTenantDep) 
     return ChatResponse(
         reply=result.reply,
         model=result.model,
-        memories=[MemoryHitPublic.from_hit(m) for m in result.memories],
+        memories=result.memories,
         turn_ids=result.turn_ids,
         timings_ms=result.timings_ms,
     )

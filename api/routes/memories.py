@@ -11,15 +11,12 @@ from api.deps import ReadTenantDep, StateDep, TenantDep
 from api.schemas import (
     ContextRequest,
     ContextResponse,
-    MemoryEventPublic,
-    MemoryHistory,
-    MemoryPublic,
     RecentTurn,
-    SearchHit,
     SearchRequest,
     SearchResponse,
 )
 from memwell.chat.context import build_context
+from memwell.memories.record import MemoryHistory, MemoryRecord
 from memwell.memories.service import delete_memory, get_memory, memory_history
 from memwell.retrieval.service import retrieve
 
@@ -40,7 +37,7 @@ async def post_search(
         as_of=body.as_of,
         overrides=body.scoring.to_domain(),
     )
-    return SearchResponse(hits=[SearchHit.model_validate(h, from_attributes=True) for h in hits])
+    return SearchResponse(hits=hits)
 
 
 @router.post("/context")
@@ -64,7 +61,7 @@ async def post_context(
     return ContextResponse(
         messages=result.messages,
         data_block=result.data_block,
-        memories=[SearchHit.model_validate(h, from_attributes=True) for h in result.memories],
+        memories=result.memories,
         summary=result.summary,
         recent=[RecentTurn(**asdict(t)) for t in result.recent],
         tokens=result.tokens,
@@ -73,23 +70,19 @@ async def post_context(
 
 
 @router.get("/memories/{memory_id}")
-async def get_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryPublic:
+async def get_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryRecord:
     async with state.sessions() as session:
-        record = await get_memory(session, tenant=tenant, memory_id=memory_id)
-    return MemoryPublic(**asdict(record))
+        return await get_memory(session, tenant=tenant, memory_id=memory_id)
 
 
 @router.delete("/memories/{memory_id}")
-async def delete_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryPublic:
+async def delete_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryRecord:
     async with state.sessions() as session, session.begin():
-        record = await delete_memory(session, tenant=tenant, memory_id=memory_id)
-    return MemoryPublic(**asdict(record))
+        return await delete_memory(session, tenant=tenant, memory_id=memory_id)
 
 
 @router.get("/memories/{memory_id}/history")
 async def get_history(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryHistory:
     async with state.sessions() as session:
         events = await memory_history(session, tenant=tenant, memory_id=memory_id)
-    return MemoryHistory(
-        memory_id=memory_id, events=[MemoryEventPublic(**asdict(e)) for e in events]
-    )
+    return MemoryHistory(memory_id=memory_id, events=events)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from api.deps import StateDep, TenantDep
 from memwell.intake.turns import Instant
+from memwell.memories.record import MemoryRecord
 from memwell.memories.retention_flags import UNSET, set_retention_flags
 
 router = APIRouter(prefix="/v1/memories", tags=["memories"])
@@ -29,22 +30,15 @@ class RetentionPatch(BaseModel):
         return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
-class RetentionPublic(BaseModel):
-    id: uuid.UUID
-    pinned: bool
-    expires_at: datetime | None
-
-
 @router.patch("/{memory_id}")
 async def patch_memory_retention(
     memory_id: uuid.UUID, body: RetentionPatch, state: StateDep, tenant: TenantDep
-) -> RetentionPublic:
+) -> MemoryRecord:
     async with state.sessions.begin() as session:
-        flags = await set_retention_flags(
+        return await set_retention_flags(
             session,
             tenant=tenant,
             memory_id=memory_id,
             pinned=body.pinned,
             expires_at=body.expires_at if "expires_at" in body.model_fields_set else UNSET,
         )
-    return RetentionPublic(id=flags.id, pinned=flags.pinned, expires_at=flags.expires_at)

@@ -91,3 +91,8 @@ async def fetch_all_async(
     async with vector_cursor(raw, oid) as cursor:
         await cursor.execute(sql, binds, prepare=True, binary=True)
         return list(await cursor.fetchall())
+
+
+def libpq_url(sqlalchemy_uri: str) -> str:
+    """Inverse of sqlalchemy_url: what psycopg.connect() accepts."""
+    return sqlalchemy_uri.replace("postgresql+psycopg://", "postgresql://", 1)

@@ -20,9 +20,8 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from memwell.db.driver import Row, fetch_vector_oid, vector_cursor
+from memwell.db.driver import Row, fetch_vector_oid, libpq_url, vector_cursor
 from memwell.db.tenancy import TENANT_ROLE
-from memwell.local.embedded import libpq_url
 
 _ENTER = (
     "SELECT set_config('role', %(role)s, true) AS role,"

@@ -15,15 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.db.models import Memory, Turn
 from memwell.intake.enqueue import enqueue_turns
+from memwell.intake.import_progress import count_memories, status_counts, stored_ids
 from memwell.intake.turns import TurnIn
 
 DONE = ("processed", "failed", "dropped")
-_ID_CHUNK = 5000  # ids per IN-list: bounded statements however large the file
 PLAIN_PROGRESS_EVERY_S = 15.0
 
 
@@ -64,44 +62,6 @@ class ImportSummary:
                 f"throughput     {self.throughput:.1f} turns/s consolidated",
             ]
         )
-
-
-def _chunks(ids: Sequence[str]) -> list[Sequence[str]]:
-    return [ids[i : i + _ID_CHUNK] for i in range(0, len(ids), _ID_CHUNK)]
-
-
-def status_counts(session: Session, *, tenant: str, turn_ids: Sequence[str]) -> dict[str, int]:
-    """How many of these turns are in each status (absent ones are not counted)."""
-    counts: dict[str, int] = {}
-    for chunk in _chunks(turn_ids):
-        rows = session.execute(
-            select(Turn.status, func.count())
-            .where(Turn.tenant == tenant, Turn.id.in_(chunk))
-            .group_by(Turn.status)
-        ).all()
-        for status, n in rows:
-            counts[status] = counts.get(status, 0) + int(n)
-    return counts
-
-
-def stored_ids(session: Session, *, tenant: str, turn_ids: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    for chunk in _chunks(turn_ids):
-        found.update(
-            session.scalars(select(Turn.id).where(Turn.tenant == tenant, Turn.id.in_(chunk)))
-        )
-    return found
-
-
-def count_memories(session: Session, *, tenant: str, users: Sequence[str]) -> int:
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(Memory)
-            .where(Memory.tenant == tenant, Memory.user_id.in_(users), Memory.deleted_at.is_(None))
-        )
-        or 0
-    )
 
 
 def run_import(

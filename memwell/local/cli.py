@@ -16,7 +16,7 @@ from memwell.core.errors import MemwellError
 from memwell.core.logs import configure_logging, wants_json
 from memwell.core.metrics import MULTIPROC_ENV
 from memwell.core.settings import get_settings
-from memwell.maintenance.cli import maintenance
+from memwell.local.maintenance_cli import maintenance
 
 log = logging.getLogger("memwell")
 
@@ -169,12 +169,12 @@ def dlq_list(include_replayed: bool, limit: int) -> None:
 def dlq_replay(ids: tuple[int, ...], replay_all: bool) -> None:
     """Re-send dead letters (by id, or --all) to their tasks."""
     from memwell.intake.dead_letters import replay_dead_letters
-    from memwell.intake.enqueue import send_task
+    from memwell.intake.dispatch import send_by_name
 
     if not ids and not replay_all:
         raise click.UsageError("give dead-letter ids, or --all")
     with _sessions().begin() as session:
-        done = replay_dead_letters(session, send_task, ids=list(ids) if ids else None)
+        done = replay_dead_letters(session, send_by_name, ids=list(ids) if ids else None)
     click.echo(f"replayed {len(done)}: {', '.join(map(str, done)) or '-'}")
 
 

@@ -42,11 +42,6 @@ def sqlalchemy_url(libpq_uri: str) -> str:
     return libpq_uri
 
 
-def libpq_url(sqlalchemy_uri: str) -> str:
-    """Inverse of sqlalchemy_url: what psycopg.connect() accepts."""
-    return sqlalchemy_uri.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
 def shared_buffers_mb() -> int:
     """A quarter of physical memory, the usual starting point, kept within [128, 4096] MB."""
     quarter = psutil.virtual_memory().total // 4 // (1024 * 1024)

@@ -18,7 +18,8 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis, libpq_url
+from memwell.db.driver import libpq_url
+from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
 from memwell.local.waiting import wait_for
 
 ALL_QUEUES = "ingest,embed,llm,maintenance"

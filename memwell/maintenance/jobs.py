@@ -12,8 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.core.queues import Queue
 from memwell.core.settings import Settings
-from memwell.intake.enqueue import resend_from_inbox
-from memwell.intake.postgres_outbox import declare_queues, dispatch_consolidation
+from memwell.intake.dispatch import declare_queues, resend_from_inbox, send_consolidate
 from memwell.maintenance.batches import Cursor, JobReport
 from memwell.maintenance.decay import decay_memories
 from memwell.maintenance.prune import PrunePolicy, prune_memories
@@ -113,7 +112,7 @@ def run_sweep(
         if not declared:  # once per run, and only when there is something to send
             declare_queues(broker_url)
             declared = True
-        dispatch_consolidation(tenant, turn_ids, broker_url=broker_url)
+        send_consolidate(tenant, turn_ids, broker_url=broker_url)
 
     backlog = consolidation_backlog(redis_client)
     report = sweep_pending(

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell.core.metrics import read_queue_depths
 from memwell.core.queues import Queue
 from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
 
 
 @dataclass

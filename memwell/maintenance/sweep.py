@@ -28,7 +28,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import DeadLetter
-from memwell.intake import redis_inbox as inbox
+from memwell.intake import redis_inbox
 from memwell.maintenance.batches import BatchResult, Cursor, JobReport, run_batches
 
 log = logging.getLogger(__name__)
@@ -201,8 +201,8 @@ def resend_stale_inbox(
     """Re-send enqueue_turn payloads that no worker has persisted after `older_than_s`
     (memwell/intake/redis_inbox.py); returns how many."""
     if dry_run:
-        return int(client.zcount(inbox.INDEX_KEY, "-inf", now.timestamp() - older_than_s))
-    payloads = inbox.claim_stale(
+        return int(client.zcount(redis_inbox.INDEX_KEY, "-inf", now.timestamp() - older_than_s))
+    payloads = redis_inbox.claim_stale(
         client, older_than_s=older_than_s, now=now.timestamp(), limit=limit
     )
     for task_id, body in payloads:

@@ -5,7 +5,6 @@ memory's history."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import insert, select
@@ -13,15 +12,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memwell.core.errors import InvalidInput, NotFound
 from memwell.db.models import Memory, MemoryEvent
+from memwell.memories.record import MemoryRecord
 
 UNSET: object = object()
-
-
-@dataclass(frozen=True)
-class RetentionFlags:
-    id: uuid.UUID
-    pinned: bool
-    expires_at: datetime | None
 
 
 async def set_retention_flags(
@@ -31,7 +24,7 @@ async def set_retention_flags(
     memory_id: uuid.UUID,
     pinned: bool | None = None,
     expires_at: datetime | None | object = UNSET,
-) -> RetentionFlags:
+) -> MemoryRecord:
     """Set `pinned` and/or `expires_at` (None clears it) on one live memory of the
     tenant; the caller commits."""
     if pinned is None and expires_at is UNSET:
@@ -62,4 +55,6 @@ async def set_retention_flags(
             reason="retention: " + ", ".join(changes),
         )
     )
-    return RetentionFlags(id=memory.id, pinned=memory.pinned, expires_at=memory.expires_at)
+    await session.flush()
+    await session.refresh(memory)
+    return MemoryRecord.of(memory)

@@ -23,10 +23,13 @@ class ScoredMemory(_Result):
     relevance: float | None = None
     importance: float | None = None
     recency: float | None = None
+    similarity: float | None = None
     text_rank: float | None = None
     created_at: datetime | None = None
     session_id: str | None = None
+    agent_id: str | None = None
     source_turn_ids: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class ChatReply(_Result):
@@ -76,6 +79,8 @@ class Memory(_Result):
     session_id: str | None = None
     agent_id: str | None = None
     importance: float | None = None
+    pinned: bool | None = None
+    expires_at: datetime | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
     deleted_at: datetime | None = None

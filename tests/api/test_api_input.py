@@ -9,32 +9,23 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell.db.models import Turn
 from memwell.local.waiting import broker_idle, wait_for
 from memwell.local.worker_process import WorkerProcess
-
-PROBLEM = "application/problem+json"
-
-
-def _assert_problem(response, status: int, code: str) -> dict:  # type: ignore[no-untyped-def]
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith(PROBLEM)
-    body = response.json()
-    assert body["type"].endswith("/" + code) and body["status"] == status
-    return body  # type: ignore[no-any-return]
+from tests.support.problems import assert_problem
 
 
 def test_chat_rejects_missing_and_blank_fields(api: TestClient) -> None:
-    _assert_problem(api.post("/v1/chat", json={"user_id": "u"}), 422, "invalid-input")
-    body = _assert_problem(
+    assert_problem(api.post("/v1/chat", json={"user_id": "u"}), 422, "invalid-input")
+    body = assert_problem(
         api.post("/v1/chat", json={"user_id": "u", "session_id": "s", "message": "   "}),
         422,
         "invalid-input",
     )
     assert body["errors"][0]["loc"][-1] == "message"
-    _assert_problem(
+    assert_problem(
         api.post("/v1/chat", json={"user_id": "u", "session_id": "s", "message": "a\x00b"}),
         422,
         "invalid-input",
     )
-    _assert_problem(
+    assert_problem(
         api.post("/v1/chat", content=b"{not json", headers={"content-type": "application/json"}),
         422,
         "invalid-input",
@@ -42,21 +33,21 @@ def test_chat_rejects_missing_and_blank_fields(api: TestClient) -> None:
 
 
 def test_unknown_route_is_a_problem_too(api: TestClient) -> None:
-    _assert_problem(api.get("/v1/nothing-here"), 404, "not-found")
+    assert_problem(api.get("/v1/nothing-here"), 404, "not-found")
 
 
 def test_numeric_event_time_is_refused(api: TestClient, ids: dict[str, str]) -> None:
     """The schema offers an ISO-8601 string; a number (Unix time? milliseconds?) is a
     422, not silently read as seconds since 1970 (schemathesis found 1024 accepted)."""
     turn = {"user_id": ids["user"], "session_id": "s", "content": "x", "created_at": 1024}
-    body = _assert_problem(api.post("/v1/turns", json={"turns": [turn]}), 422, "invalid-input")
+    body = assert_problem(api.post("/v1/turns", json={"turns": [turn]}), 422, "invalid-input")
     assert body["errors"][0]["loc"][:4] == ["body", "turns", 0, "created_at"]
 
     search = {"user_id": ids["user"], "query": "q", "filters": {"created_before": 610322521216}}
-    body = _assert_problem(api.post("/v1/memories/search", json=search), 422, "invalid-input")
+    body = assert_problem(api.post("/v1/memories/search", json=search), 422, "invalid-input")
     assert body["errors"][0]["loc"][:3] == ["body", "filters", "created_before"]
     as_of = {"user_id": ids["user"], "query": "q", "as_of": 1.5}
-    body = _assert_problem(api.post("/v1/memories/search", json=as_of), 422, "invalid-input")
+    body = assert_problem(api.post("/v1/memories/search", json=as_of), 422, "invalid-input")
     assert body["errors"][0]["loc"][:2] == ["body", "as_of"]
 
 
@@ -80,7 +71,7 @@ def test_batch_with_one_bad_turn_is_rejected_whole(
         "content": "x",
         "created_at": "3999-01-01T00:00:00Z",
     }
-    body = _assert_problem(api.post("/v1/turns", json={"turns": [good, bad]}), 422, "invalid-input")
+    body = assert_problem(api.post("/v1/turns", json={"turns": [good, bad]}), 422, "invalid-input")
     assert body["errors"][0]["loc"][:3] == ["body", "turns", 1]
 
     sentinel = {"user_id": ids["user"], "session_id": "s", "content": "sentinel"}

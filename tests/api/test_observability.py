@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from memwell.core.queues import TaskName
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 from tests.support.live_api import free_port

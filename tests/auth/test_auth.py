@@ -19,7 +19,7 @@ from memwell.db.models import ApiKey
 from memwell.local.cli import main as cli
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
-from tests.test_api_input import PROBLEM, _assert_problem
+from tests.support.problems import PROBLEM, assert_problem
 
 KeyMaker = Callable[..., dict[str, str]]
 
@@ -35,14 +35,14 @@ def bare(stack_env: dict[str, str]) -> TestClient:
 
 def test_missing_and_unknown_keys_are_401_problems(bare: TestClient) -> None:
     response = bare.get("/v1/turns/x")
-    _assert_problem(response, 401, "unauthorized")
+    assert_problem(response, 401, "unauthorized")
     assert response.headers["www-authenticate"].startswith("Bearer")
-    _assert_problem(
+    assert_problem(
         bare.get("/v1/turns/x", headers={"Authorization": "Bearer mw_not-a-real-key"}),
         401,
         "unauthorized",
     )
-    _assert_problem(
+    assert_problem(
         bare.get("/v1/turns/x", headers={"Authorization": "Basic dXNlcjpwdw=="}),
         401,
         "unauthorized",
@@ -55,9 +55,9 @@ def test_scopes_decide_what_a_key_may_do(bare: TestClient, make_key: KeyMaker) -
     writer = make_key("default", ("write",))
     assert bare.get("/v1/turns/x", headers=reader).json()["status"] == "unknown"
     chat = {"user_id": "u", "session_id": "s", "message": "hi"}
-    _assert_problem(bare.post("/v1/chat", json=chat, headers=reader), 403, "forbidden")
-    _assert_problem(bare.delete("/v1/users/u", headers=writer), 403, "forbidden")
-    _assert_problem(bare.get("/v1/turns/x", headers=writer), 403, "forbidden")
+    assert_problem(bare.post("/v1/chat", json=chat, headers=reader), 403, "forbidden")
+    assert_problem(bare.delete("/v1/users/u", headers=writer), 403, "forbidden")
+    assert_problem(bare.get("/v1/turns/x", headers=writer), 403, "forbidden")
 
 
 def test_key_binds_the_tenant_and_the_body_cannot_override_it(
@@ -67,7 +67,7 @@ def test_key_binds_the_tenant_and_the_body_cannot_override_it(
     theirs = make_key(ids["tenant"] + "-other", ("read", "write"))
     turn = {"id": "shared-id", "user_id": "u", "session_id": "s", "content": "my secret"}
     # An extra "tenant" field is refused, not obeyed.
-    _assert_problem(
+    assert_problem(
         bare.post("/v1/turns", json={"turns": [turn], "tenant": "x"}, headers=mine),
         422,
         "invalid-input",
@@ -109,7 +109,7 @@ def test_keys_cli_create_list_revoke(
         timeout=15,
         what="the revoked key to be refused",
     )
-    _assert_problem(bare.get("/v1/turns/x", headers=headers), 401, "unauthorized")
+    assert_problem(bare.get("/v1/turns/x", headers=headers), 401, "unauthorized")
 
 
 def test_auth_disabled_only_explicitly_and_with_a_warning(
@@ -142,7 +142,7 @@ def test_rate_limit_per_key_is_a_429_with_retry_after(
         codes = [client.get("/v1/turns/x", headers=first).status_code for _ in range(4)]
         assert codes == [200, 200, 200, 429]
         limited = client.get("/v1/turns/x", headers=first)
-        body = _assert_problem(limited, 429, "rate-limited")
+        body = assert_problem(limited, 429, "rate-limited")
         assert limited.headers["content-type"].startswith(PROBLEM)
         assert 1 <= int(limited.headers["retry-after"]) <= 2
         assert "rate limit" in body["detail"]

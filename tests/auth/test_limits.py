@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from api.main import create_app
 from memwell.core.settings import Settings
 from memwell.intake.turns import MAX_BATCH_TURNS, MAX_CONTENT_CHARS, MAX_METADATA_BYTES
-from tests.test_api_input import _assert_problem
+from tests.support.problems import assert_problem
 
 
 @pytest.fixture(scope="module")
@@ -40,29 +40,29 @@ def _turn(**overrides: Any) -> dict[str, Any]:
 
 def test_message_size_hard_cap_is_422(api: TestClient) -> None:
     body = {"user_id": "u", "session_id": "s", "message": "x" * (MAX_CONTENT_CHARS + 1)}
-    _assert_problem(api.post("/v1/chat", json=body), 422, "invalid-input")
+    assert_problem(api.post("/v1/chat", json=body), 422, "invalid-input")
     turns = {"turns": [_turn(content="x" * (MAX_CONTENT_CHARS + 1))]}
-    _assert_problem(api.post("/v1/turns", json=turns), 422, "invalid-input")
+    assert_problem(api.post("/v1/turns", json=turns), 422, "invalid-input")
 
 
 def test_message_size_setting_is_413(tight: TestClient) -> None:
     body = {"user_id": "u", "session_id": "s", "message": "x" * 101}
-    problem = _assert_problem(tight.post("/v1/chat", json=body), 413, "too-large")
+    problem = assert_problem(tight.post("/v1/chat", json=body), 413, "too-large")
     assert "limit is 100" in problem["detail"]
-    _assert_problem(
+    assert_problem(
         tight.post("/v1/turns", json={"turns": [_turn(content="y" * 101)]}), 413, "too-large"
     )
 
 
 def test_batch_size_hard_cap_is_422(api: TestClient) -> None:
     turns = {"turns": [_turn() for _ in range(MAX_BATCH_TURNS + 1)]}
-    problem = _assert_problem(api.post("/v1/turns", json=turns), 422, "invalid-input")
+    problem = assert_problem(api.post("/v1/turns", json=turns), 422, "invalid-input")
     assert problem["errors"][0]["loc"] == ["body", "turns"]
-    _assert_problem(api.post("/v1/turns", json={"turns": []}), 422, "invalid-input")
+    assert_problem(api.post("/v1/turns", json={"turns": []}), 422, "invalid-input")
 
 
 def test_batch_size_setting_is_413(tight: TestClient) -> None:
-    problem = _assert_problem(
+    problem = assert_problem(
         tight.post("/v1/turns", json={"turns": [_turn() for _ in range(4)]}), 413, "too-large"
     )
     assert "limit is 3" in problem["detail"]
@@ -70,13 +70,13 @@ def test_batch_size_setting_is_413(tight: TestClient) -> None:
 
 def test_metadata_size_hard_cap_is_422(api: TestClient) -> None:
     big = {"blob": "z" * MAX_METADATA_BYTES}
-    _assert_problem(
+    assert_problem(
         api.post("/v1/turns", json={"turns": [_turn(metadata=big)]}), 422, "invalid-input"
     )
 
 
 def test_metadata_size_setting_is_413(tight: TestClient) -> None:
-    problem = _assert_problem(
+    problem = assert_problem(
         tight.post("/v1/turns", json={"turns": [_turn(metadata={"k": "v" * 80})]}),
         413,
         "too-large",
@@ -89,7 +89,7 @@ def test_body_over_byte_limit_is_refused_from_content_length(tight: TestClient) 
     response = tight.post(
         "/v1/turns", content=payload, headers={"content-type": "application/json"}
     )
-    _assert_problem(response, 413, "too-large")
+    assert_problem(response, 413, "too-large")
 
 
 def test_streamed_body_over_byte_limit_is_cut_off(tight: TestClient) -> None:
@@ -100,7 +100,7 @@ def test_streamed_body_over_byte_limit_is_cut_off(tight: TestClient) -> None:
     response = tight.post(
         "/v1/turns", content=chunks(), headers={"content-type": "application/json"}
     )
-    _assert_problem(response, 413, "too-large")
+    assert_problem(response, 413, "too-large")
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_streamed_body_over_byte_limit_is_cut_off(tight: TestClient) -> None:
     ],
 )
 def test_malformed_chat_fields_are_422(api: TestClient, body: dict[str, Any], where: str) -> None:
-    problem = _assert_problem(api.post("/v1/chat", json=body), 422, "invalid-input")
+    problem = assert_problem(api.post("/v1/chat", json=body), 422, "invalid-input")
     assert problem["errors"][0]["loc"][-1] == where
 
 
@@ -138,7 +138,7 @@ def test_malformed_chat_fields_are_422(api: TestClient, body: dict[str, Any], wh
 )
 def test_malformed_turn_batches_are_422(api: TestClient, raw: bytes) -> None:
     response = api.post("/v1/turns", content=raw, headers={"content-type": "application/json"})
-    _assert_problem(response, 422, "invalid-input")
+    assert_problem(response, 422, "invalid-input")
 
 
 def test_invalid_utf8_body_is_a_4xx_problem(api: TestClient) -> None:
@@ -149,6 +149,6 @@ def test_invalid_utf8_body_is_a_4xx_problem(api: TestClient) -> None:
 
 
 def test_control_characters_in_path_ids_are_422(api: TestClient) -> None:
-    _assert_problem(api.get("/v1/turns/a%00b"), 422, "invalid-input")
-    _assert_problem(api.delete("/v1/users/a%0Ab"), 422, "invalid-input")
-    _assert_problem(api.get("/v1/turns/" + "x" * 201), 422, "invalid-input")
+    assert_problem(api.get("/v1/turns/a%00b"), 422, "invalid-input")
+    assert_problem(api.delete("/v1/users/a%0Ab"), 422, "invalid-input")
+    assert_problem(api.get("/v1/turns/" + "x" * 201), 422, "invalid-input")

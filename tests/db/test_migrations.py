@@ -10,8 +10,8 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import create_engine, inspect, pool
 
 from memwell.db import migrate
+from memwell.db.driver import libpq_url
 from memwell.db.models import Base
-from memwell.local.embedded import libpq_url
 from memwell.local.session_services import PostgresService
 
 TABLES = {

@@ -7,7 +7,7 @@ import uuid
 import redis
 from kombu import Connection
 
-from memwell.intake.broker import publisher
+from memwell.intake.task_message import publisher
 
 
 def test_messages_decode_as_celery_tasks_in_fifo_order(redis_url: str) -> None:

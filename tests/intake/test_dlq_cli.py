@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.queues import Queue, TaskName
 from memwell.db.models import DeadLetter
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
 from memwell.local.cli import main
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess

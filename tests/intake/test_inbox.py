@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 import memwell
 from memwell.db.models import Turn
-from memwell.intake import redis_inbox as inbox
+from memwell.intake import redis_inbox
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 from memwell.maintenance.sweep import resend_stale_inbox
@@ -25,7 +25,7 @@ def test_stale_payloads_are_claimed_once(redis_url: str, ids: dict[str, str]) ->
     tag = ids["tenant"]
     with client.pipeline(transaction=True) as pipe:
         for i in range(40):
-            inbox.stage(pipe, f"{tag}-{i}", b'{"n": %d}' % i, now=t0.timestamp())
+            redis_inbox.stage(pipe, f"{tag}-{i}", b'{"n": %d}' % i, now=t0.timestamp())
         pipe.execute()
     early = resend_stale_inbox(
         client, older_than_s=300, now=t0 + timedelta(seconds=10), send=lambda i, b: None, limit=100
@@ -55,8 +55,8 @@ def test_stale_payloads_are_claimed_once(redis_url: str, ids: dict[str, str]) ->
     mine = sorted(s for s in sent if s.startswith(tag))
     assert mine == sorted(f"{tag}-{i}" for i in range(40))  # each exactly once
     for i in range(40):
-        inbox.done(client, f"{tag}-{i}")
-    assert client.hget(inbox.INBOX_KEY, f"{tag}-0") is None
+        redis_inbox.done(client, f"{tag}-{i}")
+    assert client.hget(redis_inbox.INBOX_KEY, f"{tag}-0") is None
     client.close()
 
 
@@ -64,7 +64,7 @@ def test_persisted_payload_leaves_no_inbox_entry(
     stack_env: dict[str, str], worker: WorkerProcess, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
     client = redis.Redis.from_url(stack_env["REDIS_URL"])
-    before = set(client.hkeys(inbox.INBOX_KEY))
+    before = set(client.hkeys(redis_inbox.INBOX_KEY))
     turn_id = memwell.enqueue_turn(
         user_id=ids["user"], session_id="s", content="inbox check", tenant=ids["tenant"]
     )
@@ -74,5 +74,5 @@ def test_persisted_payload_leaves_no_inbox_entry(
             return s.scalar(select(Turn.id).where(Turn.id == turn_id)) is not None
 
     wait_for(persisted, timeout=60)
-    wait_for(lambda: set(client.hkeys(inbox.INBOX_KEY)) <= before, timeout=30, what="cleared")
+    wait_for(lambda: set(client.hkeys(redis_inbox.INBOX_KEY)) <= before, timeout=30, what="cleared")
     client.close()

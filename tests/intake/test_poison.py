@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session, sessionmaker
 import memwell
 from memwell.core.queues import Queue, TaskName
 from memwell.db.models import DeadLetter, Turn
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 

@@ -15,10 +15,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.db.models import ChatSession, Turn
+from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.local.session_services import PostgresService
 from memwell.maintenance.sessions import close_idle_sessions
-from memwell.pipeline.persist import persist_turns
 from tests.support.maintenance_factories import isolated_database
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

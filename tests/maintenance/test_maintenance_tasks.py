@@ -11,11 +11,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.queues import Queue, TaskName
 from memwell.db.models import ChatSession, Memory
-from memwell.intake.enqueue import producer_app
+from memwell.intake.dispatch import producer_app
+from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
-from memwell.pipeline.persist import persist_turns
 from tests.support.maintenance_factories import add_memory
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import Turn
 from memwell.intake.dead_letters import record_dead_letter
+from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.local.session_services import PostgresService
 from memwell.maintenance.sweep import SweepPolicy, sweep_pending
-from memwell.pipeline.persist import persist_turns
 from tests.support.maintenance_factories import isolated_database
 
 POLICY = SweepPolicy(older_than=timedelta(minutes=5), max_attempts=2, chunk=4)

@@ -163,7 +163,7 @@ def test_hits_are_marked_accessed_in_the_background(
 ) -> None:
     import redis
 
-    from memwell.intake.enqueue import producer_app
+    from memwell.intake.dispatch import producer_app
 
     memory_id = uuid.UUID(list(remembered.values())[2])
     with db() as session:

@@ -19,7 +19,7 @@ from api.main import create_app
 from memwell.buffer.session_buffer import summary_key
 from memwell.core.settings import Settings
 from memwell.db.models import ChatSession, Memory, MemoryEvent, Turn
-from memwell.intake.enqueue import send_summarize
+from memwell.intake.dispatch import send_summarize
 from memwell.local.waiting import broker_idle, wait_for
 from memwell.local.worker_process import WorkerProcess
 

@@ -17,12 +17,12 @@ from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.base import FloatMatrix
 from memwell.intake.dead_letters import list_dead_letters, record_dead_letter, replay_dead_letters
+from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.pipeline import reconcile
 from memwell.pipeline.consolidate import ConsolidationConfig, LocalAnalyzer, consolidate_pending
 from memwell.pipeline.extract import TurnView
 from memwell.pipeline.memories import Candidate
-from memwell.pipeline.persist import persist_turns
 from memwell.pipeline.reconcile import ReconcilePolicy, reconcile_batch
 from memwell.pipeline.summarize import (
     LocalSummarizer,

@@ -9,8 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import Turn
+from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
-from memwell.pipeline.persist import persist_turns
 from memwell.pipeline.replies import questions_answered
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -1,0 +1,153 @@
+"""The one module that sends work to the broker.
+
+Every task Memwell sends goes out from here, by its stable name (memwell/core/queues.py),
+so a producer needs none of the worker's code: ingest payloads (from `enqueue_turns`
+and the API), consolidation of persisted turns (the outbox, the ingest task, the
+sweeper), summary requests (the chat path), re-sends from the Redis inbox, and replays
+of dead letters. Ingest payloads on a Redis broker skip Celery's producer and go out
+as one MULTI with their inbox copies (memwell/intake/task_message.py says why).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import orjson
+from celery import Celery
+
+from memwell.core import stack
+from memwell.core.logs import current_request_id
+from memwell.core.queues import TASK_QUEUES, Queue, TaskName, kombu_queues, pipeline_queue
+from memwell.core.settings import get_settings
+from memwell.intake import redis_inbox, task_message
+from memwell.intake.turns import IngestPayload
+
+_producers: dict[str, Celery] = {}
+_producers_lock = threading.Lock()
+
+
+def producer_app(broker_url: str) -> Celery:
+    """A minimal Celery app used only to send tasks; one per broker URL per process."""
+    with _producers_lock:
+        app = _producers.get(broker_url)
+        if app is None:
+            app = Celery("memwell-producer", broker=broker_url, set_as_current=False)
+            app.conf.update(
+                task_serializer="json",
+                broker_connection_retry_on_startup=True,
+                broker_transport_options={
+                    "visibility_timeout": get_settings().visibility_timeout_s
+                },
+            )
+            _producers[broker_url] = app
+        return app
+
+
+def _url(broker_url: str | None) -> str:
+    return broker_url or stack.redis_url(get_settings())
+
+
+def send_ingest(payloads: list[IngestPayload], *, broker_url: str | None = None) -> None:
+    """One ingest task per payload."""
+    send_ingest_json([p.model_dump_json().encode() for p in payloads], broker_url=broker_url)
+
+
+def send_ingest_json(bodies: list[bytes], *, broker_url: str | None = None) -> None:
+    """One ingest task per payload, each given as its JSON.
+
+    On Redis, each payload is also kept in the inbox (memwell/intake/redis_inbox.py)
+    under its task id until a worker has persisted it; the inbox entries and the
+    messages go in one MULTI: one round trip, and never a message without its copy."""
+    if not bodies:
+        return
+    url = _url(broker_url)
+    if not task_message.supports(url):
+        app = producer_app(url)
+        for body in bodies:
+            app.send_task(
+                TaskName.INGEST_TURNS, kwargs={"payload": orjson.loads(body)}, queue=Queue.INGEST
+            )
+        return
+    messages = [
+        task_message.task_message(TaskName.INGEST_TURNS, _ingest_kwargs(b), Queue.INGEST)
+        for b in bodies
+    ]
+    client = task_message.publisher(url).client
+    with client.pipeline(transaction=True) as pipe:
+        now = time.time()
+        for (task_id, _), body in zip(messages, bodies, strict=True):
+            redis_inbox.stage(pipe, task_id, body, now=now)
+        # LPUSH m1 m2 leaves m1 at the tail, where BRPOP consumes first: FIFO.
+        pipe.lpush(Queue.INGEST.value, *[m for _, m in messages])
+        pipe.execute()
+
+
+def _ingest_kwargs(body: bytes) -> bytes:
+    return b'{"payload":' + body + b"}"
+
+
+def resend_from_inbox(task_id: str, body: bytes, *, broker_url: str) -> None:
+    """Re-send a payload the inbox still holds, under its original task id, so the
+    worker that persists it clears that same inbox entry."""
+    _, message = task_message.task_message(
+        TaskName.INGEST_TURNS, _ingest_kwargs(body), Queue.INGEST, task_id=task_id
+    )
+    task_message.publisher(broker_url).client.lpush(Queue.INGEST.value, message)
+
+
+def send_consolidate(
+    tenant: str, turn_ids: list[str], *, broker_url: str, request_id: str | None = None
+) -> None:
+    """One consolidate task for these (already persisted) turns."""
+    producer_app(broker_url).send_task(
+        TaskName.CONSOLIDATE_TURNS,
+        kwargs={"tenant": tenant, "turn_ids": turn_ids},
+        queue=pipeline_queue(get_settings().pipeline_uses_llm, local=Queue.EMBED),
+        # The originating request's id, so the worker's log lines for these turns carry it.
+        headers={"request_id": request_id or current_request_id() or ""},
+    )
+
+
+def send_summarize(
+    *,
+    tenant: str,
+    user_id: str,
+    session_id: str,
+    turn_ids: list[str],
+    broker_url: str | None = None,
+) -> None:
+    """Ask the workers to fold turns evicted from a session buffer into its summary."""
+    producer_app(_url(broker_url)).send_task(
+        TaskName.SUMMARIZE_SESSION,
+        kwargs={
+            "tenant": tenant,
+            "user_id": user_id,
+            "session_id": session_id,
+            "turn_ids": turn_ids,
+        },
+        queue=pipeline_queue(get_settings().pipeline_uses_llm, local=Queue.INGEST),
+    )
+
+
+def send_by_name(task_name: str, kwargs: dict[str, Any], *, broker_url: str | None = None) -> None:
+    """Any Memwell task by its stable name, to its usual queue (dead-letter replay)."""
+    known = {t.value for t in TaskName}
+    queue = TASK_QUEUES.get(TaskName(task_name), Queue.INGEST) if task_name in known else None
+    producer_app(_url(broker_url)).send_task(
+        task_name, kwargs=kwargs, queue=(queue or Queue.INGEST).value
+    )
+
+
+def declare_queues(broker_url: str) -> None:
+    """(Re)declare every Memwell queue and its binding on the broker.
+
+    Kombu's Redis transport routes by binding keys kept in Redis itself; a Redis that
+    lost its data (no AOF, a wipe) also lost them, and publishes are then silently
+    routed nowhere until some process declares the queues again. The sweeper calls
+    this before re-dispatching, so it repairs the routing it relies on."""
+    with producer_app(broker_url).connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in kombu_queues():
+            queue.bind(channel).declare()
