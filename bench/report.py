@@ -1,4 +1,4 @@
-"""Run every figure of issue #8 and rewrite the README's results table.
+"""Run every performance figure and rewrite the README's results table.
 
     python -m bench.report            # full scale (1M rows: hours on a small machine)
     python -m bench.report --quick    # small sizes, a few minutes

@@ -21,7 +21,6 @@ class TaskName(StrEnum):
     CONSOLIDATE_TURNS = "memwell.consolidate_turns"
     SWEEP_PENDING = "memwell.sweep_pending"
     SUMMARIZE_SESSION = "memwell.summarize_session"
-    # --- retrieval (issue 4) ---
     FLUSH_ACCESS = "memwell.flush_access"
     MAINTAIN_ANN = "memwell.maintain_ann_indexes"
     DECAY = "memwell.maintenance.decay"

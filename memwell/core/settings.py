@@ -235,7 +235,7 @@ class Settings(BaseSettings):
         description="Recency half-life in hours, since last access or creation.",
     )
 
-    # --- retrieval: hybrid fusion, recency, ANN, access tracking (issue 4) ---------------
+    # --- retrieval: hybrid fusion, recency, ANN, access tracking ---------------------------
     retrieval_fusion: Literal["rrf", "score", "vector"] = Field(
         default="score",
         validation_alias="MEMWELL_FUSION",
@@ -424,7 +424,7 @@ class Settings(BaseSettings):
         "/v1/turns: survives any Redis loss, at about 10 ms more per chat.",
     )
 
-    # --- tenancy, auth and hostile input (issue 6) ------------------------------------------
+    # --- tenancy, auth and hostile input -----------------------------------------------------
     auth_disabled: bool = Field(
         default=False,
         validation_alias="MEMWELL_AUTH_DISABLED",

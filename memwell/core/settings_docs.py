@@ -1,6 +1,7 @@
 """The configuration reference, generated from the Settings object so it cannot drift.
 
     python -m memwell.core.settings_docs > docs/configuration.md
+    python -m memwell.core.settings_docs --readme      # the README's short table, in place
 
 Each knob's environment variable, type, default and description come from the
 pydantic fields; the section headings come from the `# --- area ---` comments in
@@ -11,7 +12,9 @@ is stale.
 from __future__ import annotations
 
 import inspect
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +58,12 @@ def _env_name(name: str, field: FieldInfo) -> str:
 
 def _default(field: FieldInfo) -> str:
     value: Any = field.default
+    if value is PydanticUndefined and field.default_factory is not None:
+        value = field.default_factory()  # type: ignore[call-arg]
     if value is PydanticUndefined:
         return "required"
+    if isinstance(value, dict):
+        return f"`{json.dumps(value)}`"
     if value is None:
         return "unset"
     if isinstance(value, Path):
@@ -82,15 +89,18 @@ def _bounds(field: FieldInfo) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _row(name: str, field: FieldInfo) -> str:
+    return (
+        f"| `{_env_name(name, field)}` | {_type(field)}{_bounds(field)} | {_default(field)} "
+        f"| {(field.description or '').replace('|', '/')} |"
+    )
+
+
 def render() -> str:
     sections = _sections()
     by_section: dict[str, list[str]] = {}
     for name, field in Settings.model_fields.items():
-        row = (
-            f"| `{_env_name(name, field)}` | {_type(field)}{_bounds(field)} | {_default(field)} "
-            f"| {(field.description or '').replace('|', '/')} |"
-        )
-        by_section.setdefault(sections.get(name, "General"), []).append(row)
+        by_section.setdefault(sections.get(name, "General"), []).append(_row(name, field))
     out = [HEADER]
     for title, rows in by_section.items():
         out += [f"## {title}", "", "| variable | type | default | meaning |", "|---|---|---|---|"]
@@ -99,5 +109,27 @@ def render() -> str:
     return "\n".join(out)
 
 
+README_BEGIN = "<!-- settings table: generated from Settings; edit the names only -->"
+README_END = "<!-- end of settings table -->"
+_README_ENV = re.compile(r"^\| `(?P<env>[A-Z0-9_]+)` \|", re.M)
+
+
+def render_readme_table(readme: str) -> str:
+    """The README with its short settings table rebuilt for the variables it lists, so
+    its defaults and descriptions always come from the settings."""
+    head, found, rest = readme.partition(README_BEGIN)
+    block, end, tail = rest.partition(README_END)
+    if not found or not end:
+        raise ValueError("the README has no generated settings table")
+    by_env = {_env_name(n, f): (n, f) for n, f in Settings.model_fields.items()}
+    rows = [_row(*by_env[m.group("env")]) for m in _README_ENV.finditer(block)]
+    table = ["", "| variable | type | default | meaning |", "|---|---|---|---|", *rows, ""]
+    return head + README_BEGIN + "\n".join(table) + README_END + tail
+
+
 if __name__ == "__main__":
-    print(render(), end="")
+    if sys.argv[1:] == ["--readme"]:
+        readme = Path("README.md")
+        readme.write_text(render_readme_table(readme.read_text()))
+    else:
+        print(render(), end="")

@@ -30,8 +30,8 @@ def _build_local(settings: Settings, for_queries: bool, threads: int | None) -> 
         # quantisation of the same model, so its query vectors search the fp32 rows.
         model_name=f"{MODEL_NAME}-int8" if stored == "int8" else MODEL_NAME,
         spin=not for_queries,
-        # One query at a time: one thread (int8 batch 1: 0.8 ms on one core, 1.0 ms on
-        # two), and the other core stays free for the event loop and the database.
+        # One query at a time: a second thread does not make batch 1 faster, and the
+        # other core stays free for the event loop and the database.
         threads=1 if for_queries else threads,
     )
 

@@ -63,8 +63,8 @@ class OnnxMiniLMEmbedder:
         if not spin:
             # Idle intra-op threads spin for a while after each run by default: right for
             # a worker embedding batch after batch, wrong for one query at a time on a
-            # process whose event loop and database need those cores next (chat bench:
-            # p95 of the buffer read 7.4 -> 2.4 ms, of the whole path 25.6 -> 19.3 ms).
+            # process whose event loop and database need those cores next: spinning
+            # threads stole them and tripled the buffer read's tail latency.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self._session = ort.InferenceSession(

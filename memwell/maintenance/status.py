@@ -43,6 +43,17 @@ class StackStatus:
         return dict(self.__dict__)
 
 
+# Both counts use partial indexes on the open rows.
+_PENDING = select(func.count(), func.min(Turn.received_at)).where(Turn.status == "pending")
+_OPEN_LETTERS = select(func.count()).select_from(DeadLetter).where(DeadLetter.replayed_at.is_(None))
+
+
+def _pending(row: Any) -> tuple[int, float | None]:
+    count, oldest = row
+    age = None if oldest is None else max(0.0, (datetime.now(UTC) - oldest).total_seconds())
+    return int(count), age
+
+
 def read_broker(status: StackStatus, redis_url: str, *, ping_timeout_s: float = 1.0) -> None:
     try:
         status.queues, status.unacked = read_queue_depths(redis_url, [q.value for q in Queue])
@@ -69,12 +80,7 @@ def _read_store(status: StackStatus, session: Session) -> None:
         s: int(n)
         for s, n in session.execute(select(Turn.status, func.count()).group_by(Turn.status))
     }
-    pending, oldest = session.execute(
-        select(func.count(), func.min(Turn.received_at)).where(Turn.status == "pending")
-    ).one()
-    status.pending_turns = int(pending)
-    if oldest is not None:
-        status.oldest_pending_s = max(0.0, (datetime.now(UTC) - oldest).total_seconds())
+    status.pending_turns, status.oldest_pending_s = _pending(session.execute(_PENDING).one())
     live, deleted, users = session.execute(
         select(
             func.count().filter(Memory.deleted_at.is_(None)),
@@ -89,11 +95,13 @@ def _read_store(status: StackStatus, session: Session) -> None:
     )
     status.sessions = int(session.scalar(select(func.count()).select_from(ChatSession)) or 0)
     status.memory_events = int(session.scalar(select(func.count()).select_from(MemoryEvent)) or 0)
-    open_letters = select(DeadLetter).where(DeadLetter.replayed_at.is_(None))
-    status.dead_letters_open = int(
-        session.scalar(select(func.count()).select_from(open_letters.subquery())) or 0
-    )
-    last = session.scalars(open_letters.order_by(DeadLetter.id.desc()).limit(1)).first()
+    status.dead_letters_open = int(session.scalar(_OPEN_LETTERS) or 0)
+    last = session.scalars(
+        select(DeadLetter)
+        .where(DeadLetter.replayed_at.is_(None))
+        .order_by(DeadLetter.id.desc())
+        .limit(1)
+    ).first()
     if last is not None:
         status.last_dead_letter = f"{last.created_at:%Y-%m-%d %H:%M:%S} {last.task_name}: " + (
             last.error.splitlines()[0][:120] if last.error else ""
@@ -102,17 +110,10 @@ def _read_store(status: StackStatus, session: Session) -> None:
 
 async def read_backlog(session: AsyncSession) -> tuple[int, float | None, int]:
     """Pending turns, the oldest one's age in seconds, and open dead letters (async:
-    for the API's /metrics). Both counts use partial indexes on the open rows."""
-    pending, oldest = (
-        await session.execute(
-            select(func.count(), func.min(Turn.received_at)).where(Turn.status == "pending")
-        )
-    ).one()
-    letters = await session.scalar(
-        select(func.count()).select_from(DeadLetter).where(DeadLetter.replayed_at.is_(None))
-    )
-    age = None if oldest is None else max(0.0, (datetime.now(UTC) - oldest).total_seconds())
-    return int(pending), age, int(letters or 0)
+    for the API's /metrics), by the same statements as `read_store`. Read them as the
+    connecting role: the backlog is every tenant's."""
+    pending, age = _pending((await session.execute(_PENDING)).one())
+    return pending, age, int(await session.scalar(_OPEN_LETTERS) or 0)
 
 
 def _age(seconds: float | None) -> str:

@@ -20,10 +20,10 @@ from sqlalchemy.orm import Session
 from memwell.core.settings import Settings
 from memwell.db.models import Turn
 from memwell.embeddings import Embedder
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.claim import claim_batch
 from memwell.pipeline.extract import Question, TurnView, extract_local
 from memwell.pipeline.importance import score_turn
-from memwell.pipeline.memories import Candidate
 from memwell.pipeline.reconcile import Decider, ReconcilePolicy, reconcile_batch
 from memwell.pipeline.replies import questions_answered
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.importance import content_words, score_text, score_turn, split_sentences
-from memwell.pipeline.memories import Candidate
 from memwell.pipeline.rewrite import standalone
 from memwell.pipeline.slots import find_slot
 

@@ -15,9 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from memwell.llm.structured import StructuredLLM
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import LocalAnalyzer
 from memwell.pipeline.extract import REMEMBERED_ROLES, TurnView
-from memwell.pipeline.memories import Candidate
 from memwell.pipeline.reconcile import Decision, Neighbour
 from memwell.pipeline.summarize import LocalSummarizer
 

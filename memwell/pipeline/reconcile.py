@@ -37,10 +37,10 @@ from sqlalchemy.orm import Session
 
 from memwell.core.text import content_hash
 from memwell.db.models import Memory, MemoryEvent
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
-from memwell.pipeline.memories import Candidate
 from memwell.pipeline.slots import supersedes
-from memwell.pipeline.writes import PlanStale, WritePlan, fetch_live_hashes
+from memwell.pipeline.writes import PLAN_ATTEMPTS, PlanStale, WritePlan, fetch_live_hashes
 from memwell.retrieval.search import vector_literal
 
 log = logging.getLogger(__name__)
@@ -191,9 +191,6 @@ class _BatchState:
             if same_user and n.id not in seen and n.id not in self.retired:
                 live.append(replace(n, similarity=float(np.dot(vector, other_vec))))
         return live
-
-
-PLAN_ATTEMPTS = 3  # a re-plan only follows a race with a writer outside the lock
 
 
 def reconcile_batch(

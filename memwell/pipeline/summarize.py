@@ -30,10 +30,11 @@ from sqlalchemy.orm import Session
 from memwell.core.tokens import count_tokens
 from memwell.db.models import ChatSession, MemoryEvent, Turn
 from memwell.embeddings import Embedder
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import view
 from memwell.pipeline.extract import TurnView, extract_local
 from memwell.pipeline.importance import score_text, split_sentences
-from memwell.pipeline.memories import Candidate, upsert_memory
+from memwell.pipeline.writes import write_memory
 
 
 class TurnsNotPersisted(Exception):
@@ -156,7 +157,7 @@ def close_session(
         metadata={"session_summary": True},
     )
     vector = embedder.embed([result.summary])[0]
-    memory_id, added = upsert_memory(session, candidate, vector, embedder.model_name)
+    memory_id, added = write_memory(session, candidate, vector, embedder.model_name)
     session.add(
         MemoryEvent(
             tenant=tenant,

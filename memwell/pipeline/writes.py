@@ -26,10 +26,12 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import CursorResult, Executable, insert, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from memwell.core.text import content_hash
 from memwell.db.models import Memory
-from memwell.pipeline.memories import Candidate
+from memwell.pipeline.candidate import Candidate
 
 LiveKey = tuple[str, str, str]  # (tenant, user_id, content_hash)
 
@@ -49,8 +51,7 @@ _LIVE_HASHES = text(
     """
 )
 
-# The DO UPDATE branch of memwell/pipeline/memories.py's upsert, for a row the plan
-# knows is live: an exact duplicate reinforces it.
+# For a row the plan knows is live: an exact duplicate reinforces it.
 _REINFORCE = text(
     """
     UPDATE memories SET
@@ -91,7 +92,8 @@ class WritePlan:
     _ops: list[list[dict[str, Any]] | Executable | dict[str, Any]] = field(default_factory=list)
 
     def upsert(self, c: Candidate, digest: str, vector: np.ndarray) -> tuple[uuid.UUID, bool]:
-        """Queue memwell/pipeline/memories.py's upsert; returns its (id, added)."""
+        """Queue the candidate's insert, or the reinforcement of the live memory with the
+        same normalised content; returns (id, added)."""
         key = (c.tenant, c.user_id, digest)
         existing = self.live.get(key)
         if existing is not None:
@@ -160,3 +162,26 @@ class WritePlan:
                     raise PlanStale(f"memory {op['id']} is no longer live")
             else:
                 session.execute(op)
+
+
+PLAN_ATTEMPTS = 3  # a re-plan only follows a race with a writer outside the lock
+
+
+def write_memory(
+    session: Session, c: Candidate, vector: np.ndarray, model: str
+) -> tuple[uuid.UUID, bool]:
+    """One memory through the same plan as a batch: add it, or reinforce the live memory
+    with the same normalised content. Returns (id, added)."""
+    digest = content_hash(c.content)
+    for attempt in range(1, PLAN_ATTEMPTS + 1):
+        plan = WritePlan(live=fetch_live_hashes(session, [c], [digest]), model=model)
+        memory_id, added = plan.upsert(c, digest, vector)
+        try:
+            with session.begin_nested():  # a stale plan rolls back alone, then re-plans
+                plan.execute(session)
+        except (PlanStale, IntegrityError):
+            if attempt == PLAN_ATTEMPTS:
+                raise
+            continue
+        return memory_id, added
+    raise AssertionError("unreachable")

@@ -92,7 +92,11 @@ def test_stdio_remember_recall_context_forget(
     assert context["messages"][-1] == {"role": "user", "content": "When was Lena born?"}
     assert forgetting["gone"]["forgotten"] is True
     assert forgetting["after"]["memories"] == []
-    assert again.is_error  # a domain error reaches the agent as a tool error, not a crash
+    # A domain error reaches the agent as a tool error it can read, not a crash.
+    assert again.is_error
+    message = " ".join(getattr(part, "text", "") for part in again.content)
+    gone_id = forgetting["gone"]["memory_id"]
+    assert "not-found" in message and f"memory {gone_id} not found" in message
     with db() as session:
         events = session.scalars(
             select(MemoryEvent).where(MemoryEvent.tenant == tenant, MemoryEvent.event == "delete")

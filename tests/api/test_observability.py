@@ -7,16 +7,22 @@ import json
 import os
 import tempfile
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import delete
+from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.queues import TaskName
+from memwell.db.models import DeadLetter, Turn
+from memwell.intake.dead_letters import record_dead_letter
 from memwell.intake.dispatch import producer_app
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
+from memwell.maintenance.status import StackStatus, read_store
 from tests.support.live_api import free_port
 
 
@@ -145,3 +151,46 @@ def test_worker_metrics_port_aggregates_pool_processes(
         assert os.listdir(env["PROMETHEUS_MULTIPROC_DIR"])
     finally:
         probe.stop()
+
+
+def test_metrics_backlog_gauges_equal_memwell_status(
+    api: TestClient, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    """The gauges count every tenant's backlog, as `memwell status` does: read through
+    a tenant-scoped session, row-level security would hide every row."""
+    tenant = ids["tenant"]
+    with db.begin() as session:
+        for i in range(3):
+            session.add(
+                Turn(
+                    tenant=tenant, id=f"pending-{i}", user_id=ids["user"], session_id="s",
+                    role="user", content="waiting", created_at=datetime.now(UTC), token_count=1,
+                )
+            )  # fmt: skip
+        letter = record_dead_letter(
+            session, task_name="memwell.ingest_turns", payload={}, error="probe", tenant=tenant
+        )
+    try:
+
+        def both() -> tuple[StackStatus, dict[str, float]] | None:
+            before = StackStatus()
+            read_store(before, db)
+            gauges = {n: v for n, _, v in _samples(api.get("/metrics").text)}
+            after = StackStatus()
+            read_store(after, db)
+            stable = (before.pending_turns, before.dead_letters_open) == (
+                after.pending_turns,
+                after.dead_letters_open,
+            )
+            return (after, gauges) if stable else None
+
+        found = wait_for(both, timeout=30, what="a quiet store between two reads")
+        assert found is not None
+        status, gauges = found
+        assert status.pending_turns >= 3 and status.dead_letters_open >= 1
+        assert gauges["memwell_backlog_pending_turns"] == status.pending_turns
+        assert gauges["memwell_dead_letters_open"] == status.dead_letters_open
+    finally:
+        with db.begin() as session:
+            session.execute(delete(Turn).where(Turn.tenant == tenant))
+            session.execute(delete(DeadLetter).where(DeadLetter.id == letter))

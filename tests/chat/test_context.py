@@ -15,7 +15,8 @@ def _hit(content: str, score: float) -> MemoryHit:
     return MemoryHit(
         id=uuid.uuid4(), kind="fact", content=content, score=score, relevance=score,
         importance=0.5, recency=1.0, created_at=datetime(2024, 1, 1, tzinfo=UTC),
-        session_id=None, source_turn_ids=[],
+        similarity=score, text_rank=0.0, session_id=None, agent_id=None,
+        source_turn_ids=[], metadata={},
     )  # fmt: skip
 
 

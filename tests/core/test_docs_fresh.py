@@ -22,3 +22,12 @@ def test_configuration_reference_names_every_setting(repo_root: Path) -> None:
     for name, field in Settings.model_fields.items():
         env = field.validation_alias if isinstance(field.validation_alias, str) else name.upper()
         assert f"`{env}`" in page
+
+
+def test_readme_settings_table_is_fresh(repo_root: Path) -> None:
+    from memwell.core.settings_docs import render_readme_table
+
+    readme = (repo_root / "README.md").read_text()
+    assert readme == render_readme_table(readme), (
+        "the README's settings table is stale: run `python -m memwell.core.settings_docs --readme`"
+    )

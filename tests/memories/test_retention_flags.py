@@ -30,7 +30,8 @@ def test_pin_and_expiry_are_set_recorded_and_validated(
     assert datetime.fromisoformat(dated.json()["expires_at"]) == when
 
     cleared = api.patch(f"/v1/memories/{memory_id}", json={"expires_at": None, "pinned": False})
-    assert cleared.json() == {"id": str(memory_id), "pinned": False, "expires_at": None}
+    assert cleared.json()["id"] == str(memory_id)
+    assert (cleared.json()["pinned"], cleared.json()["expires_at"]) == (False, None)
     with db() as s:
         row = s.get(Memory, memory_id)
         reasons = s.scalars(
@@ -46,3 +47,22 @@ def test_pin_and_expiry_are_set_recorded_and_validated(
     missing = api.patch(f"/v1/memories/{uuid.uuid4()}", json={"pinned": True})
     assert missing.status_code == 404
     assert missing.headers["content-type"].startswith("application/problem+json")
+
+
+def test_get_reads_back_every_field_patch_sets(
+    api: TestClient, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    from api.routes.retention import RetentionPatch
+
+    tenant = get_settings().default_tenant
+    memory_id = add_memory(db, tenant=tenant, user_id=ids["user"], at=datetime.now(UTC))
+    when = (datetime.now(UTC) + timedelta(days=9)).replace(microsecond=0)
+    sent = {"pinned": True, "expires_at": when.isoformat()}
+    assert set(sent) == set(RetentionPatch.model_fields)  # every settable field is sent
+    patched = api.patch(f"/v1/memories/{memory_id}", json=sent)
+    assert patched.status_code == 200, patched.text
+
+    got = api.get(f"/v1/memories/{memory_id}").json()
+    assert got["pinned"] is True
+    assert datetime.fromisoformat(got["expires_at"]) == when
+    assert {k: got[k] for k in sent} == {k: patched.json()[k] for k in sent}

@@ -122,7 +122,7 @@ def test_timeout_falls_back_and_low_importance_skips_the_call(
 
 
 def test_llm_reconcile_decisions(fake: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]) -> None:
-    from memwell.pipeline.memories import Candidate
+    from memwell.pipeline.candidate import Candidate
 
     old = Neighbour(id=__import__("uuid").uuid4(), content="Ada lives in Berlin.",
                     content_hash="h", kind="fact", similarity=0.7)  # fmt: skip

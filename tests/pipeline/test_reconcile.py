@@ -20,9 +20,9 @@ from memwell.intake.dead_letters import list_dead_letters, record_dead_letter, r
 from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.pipeline import reconcile
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import ConsolidationConfig, LocalAnalyzer, consolidate_pending
 from memwell.pipeline.extract import TurnView
-from memwell.pipeline.memories import Candidate
 from memwell.pipeline.reconcile import ReconcilePolicy, reconcile_batch
 from memwell.pipeline.summarize import (
     LocalSummarizer,

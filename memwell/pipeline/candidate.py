@@ -1,0 +1,29 @@
+"""A candidate memory: what extraction, summaries and direct adds hand to the writer.
+
+Every memory row is written from a Candidate by memwell/pipeline/writes.py: an exact
+duplicate (same normalised content for the same user) reinforces the live memory
+instead of adding a row. Near duplicates and changed facts are
+memwell/pipeline/reconcile.py's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A memory about to be stored."""
+
+    tenant: str
+    user_id: str
+    session_id: str | None
+    kind: str
+    content: str
+    importance: float
+    event_time: datetime
+    source_turn_ids: list[str]
+    agent_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
