@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.bench_chat import ChatHeadline
-from bench.bench_concurrency import ConcurrencyHeadline
-from bench.bench_enqueue import EnqueueHeadline
-from bench.bench_footprint import FootprintHeadline
-from bench.bench_pipeline import PipelineHeadline
-from bench.bench_retrieval import RetrievalHeadline
-from bench.headline import Headline, ReportRow, read_json
-from bench.stack import REPO_ROOT
+from bench.figures.chat import ChatHeadline
+from bench.figures.concurrency import ConcurrencyHeadline
+from bench.figures.enqueue import EnqueueHeadline
+from bench.figures.footprint import FootprintHeadline
+from bench.figures.pipeline import PipelineHeadline
+from bench.figures.retrieval import RetrievalHeadline
+from bench.harness.headline import Headline, ReportRow, read_json
+from bench.harness.stack import REPO_ROOT
 
 START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
 SMALL_STORE = ("--rows", "20000", "--users", "50")

@@ -19,6 +19,7 @@ from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.local import session_services
 from memwell.local.worker_process import WorkerProcess
+from tests.support.fake_openai import FakeOpenAI
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -115,3 +116,11 @@ def ids() -> dict[str, str]:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """The tests' OpenAI-compatible server, one per module: an LLM-mode app or worker
+    of the module binds its URL."""
+    with FakeOpenAI() as server:
+        yield server

@@ -137,14 +137,14 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_EXTRACT_THRESHOLD",
         description="Local mode: sentences scoring below this importance are not "
         "remembered. Low on purpose: filler scores near 0, and on LoCoMo dev a higher "
-        "bar dropped evidence (bench/locomo_eval.py).",
+        "bar dropped evidence (bench/evals/locomo.py).",
     )
     merge_threshold: float = Field(
         default=0.82,
         ge=0,
         le=1,
         validation_alias="MEMWELL_MERGE_THRESHOLD",
-        description="Cosine at or above which a guarded paraphrase merges (bench/eval_dedup).",
+        description="Cosine at or above which a guarded paraphrase merges (bench/evals/dedup.py).",
     )
     supersede_floor: float = Field(
         default=0.3,

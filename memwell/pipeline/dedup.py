@@ -5,7 +5,7 @@ words and differ in one fact ("revenue rose 5%" / "revenue rose 7%", "Ada moved 
 Berlin" / "Ada moved to Lisbon"), which an embedding model scores close to 1. So a
 merge needs both:
 
-1. cosine >= the merge threshold (calibrated on MRPC, bench/eval_dedup.py), and
+1. cosine >= the merge threshold (calibrated on MRPC, bench/evals/dedup.py), and
 2. the fact guard, which blocks a merge when
    - the numbers differ ("5%" / "7%", "2019" / "2021");
    - a proper noun was swapped: each text names someone or something the other
@@ -17,7 +17,7 @@ merge needs both:
 A guard failure means "same topic, different fact": never merged, possibly a
 supersession instead (memwell/pipeline/slots.py).
 
-Measured on MRPC train (bench/eval_dedup.py): cosine alone reaches precision 0.83
+Measured on MRPC train (bench/evals/dedup.py): cosine alone reaches precision 0.83
 at 0.82 (0.89 only at 0.90, recall 0.35); with the guard, 0.82 gives precision
 ~0.91 at recall ~0.31. MERGE_THRESHOLD_DEFAULT is that point: the lowest threshold
 whose precision clears 0.90 with the guard on, because a wrong merge silently loses

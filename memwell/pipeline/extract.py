@@ -5,7 +5,7 @@ importance.py) are rewritten to read on their own, with the speaker named and
 relative dates resolved (memwell/pipeline/rewrite.py). Questions are not memories. A
 fragment too short to stand alone ("So cool!") rides along with its neighbour.
 
-Granularity, measured on LoCoMo dev (bench/locomo_eval.py):
+Granularity, measured on LoCoMo dev (bench/evals/locomo.py):
 - A sentence that states a single-valued fact (a slot: where someone lives, works...,
   memwell/pipeline/slots.py) is a memory of its own, so that a later change
   supersedes exactly that fact and nothing else.

@@ -13,7 +13,7 @@ and subtracts for what is rarely worth keeping:
 - greetings, thanks, acknowledgements and generic praise ("wow, that's great!");
 - pure questions (a question asks for a memory, it rarely states one).
 
-The weights were set by hand and checked on LoCoMo dev (bench/eval_importance.py):
+The weights were set by hand and checked on LoCoMo dev (bench/evals/importance.py):
 ROC AUC against "evidence turn" labels, next to the turn-length baseline. LLM mode
 replaces this with a rubric prompt (memwell/pipeline/llm_steps.py).
 """

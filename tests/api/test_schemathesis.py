@@ -3,7 +3,7 @@
 every response conforms to the schema (status, content type, headers, body).
 
 Bounded here (MEMWELL_FUZZ_EXAMPLES per operation, default 25); `python -m
-bench.fuzz_api` runs it longer.
+bench.chaos.hostile_input` runs it longer.
 """
 
 from __future__ import annotations

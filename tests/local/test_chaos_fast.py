@@ -1,6 +1,6 @@
 """The chaos harness's fast version (one fault, 200 turns): turns accepted the way the
 API accepts them survive Redis losing everything before any worker saw them, and are
-consolidated exactly once. The full table: `python -m bench.chaos`."""
+consolidated exactly once. The full table: `python -m bench.chaos.run`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos_harness import (
+from bench.chaos.harness import (
     Services,
     expected_counts,
     make_input,

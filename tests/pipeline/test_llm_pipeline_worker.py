@@ -35,18 +35,12 @@ def _answer(body: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        server.default_chat = Handler(_answer)
-        yield server
-
-
-@pytest.fixture(scope="module")
-def llm_worker(stack_env: dict[str, str], fake: FakeOpenAI) -> Iterator[dict[str, str]]:
+def llm_worker(stack_env: dict[str, str], fake_openai: FakeOpenAI) -> Iterator[dict[str, str]]:
+    fake_openai.default_chat = Handler(_answer)
     # Its own broker database: the local-mode session worker never sees these tasks.
     env = dict(stack_env)
     env["REDIS_URL"] = urlsplit(stack_env["REDIS_URL"])._replace(path="/5").geturl()
-    env |= {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "k", "MEMWELL_LLM_RPM": "0"}
+    env |= {"OPENAI_BASE_URL": fake_openai.base_url, "OPENAI_API_KEY": "k", "MEMWELL_LLM_RPM": "0"}
     process = WorkerProcess(env, name="llm")
     process.start()
     yield env
@@ -54,7 +48,10 @@ def llm_worker(stack_env: dict[str, str], fake: FakeOpenAI) -> Iterator[dict[str
 
 
 def test_llm_mode_consolidation_through_a_worker(
-    llm_worker: dict[str, str], fake: FakeOpenAI, db: sessionmaker[Session], ids: dict[str, str]
+    llm_worker: dict[str, str],
+    fake_openai: FakeOpenAI,
+    db: sessionmaker[Session],
+    ids: dict[str, str],
 ) -> None:
     tenant = ids["tenant"]
     turn_ids = memwell.enqueue_turns(

@@ -27,18 +27,12 @@ from tests.support.fake_openai import Delay, FakeOpenAI, Malformed, Reply, Statu
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
-
-
 @pytest.fixture
-def llm(fake: FakeOpenAI, db: sessionmaker[Session]) -> Iterator[StructuredLLM]:
-    fake.reset()
+def llm(fake_openai: FakeOpenAI, db: sessionmaker[Session]) -> Iterator[StructuredLLM]:
+    fake_openai.reset()
     client = StructuredLLM(
         model="scripted",
-        base_url=fake.base_url,
+        base_url=fake_openai.base_url,
         api_key="k",
         timeout_s=1.0,
         max_retries=1,
@@ -62,13 +56,15 @@ def _usage(db: sessionmaker[Session], tenant: str) -> dict[str, tuple[int, int, 
 
 
 def test_malformed_answer_is_retried_once_with_the_error(
-    fake: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
+    fake_openai: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
-    fake.script_chat([Malformed('{"score": 9'), Reply('{"score": 9, "reason": "life event"}')])
+    fake_openai.script_chat(
+        [Malformed('{"score": 9'), Reply('{"score": 9, "reason": "life event"}')]
+    )
     analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
     score = analyzer.importance(_turn(ids["tenant"], "I went to a support group yesterday."))
     assert score == pytest.approx(8 / 9, abs=1e-3)
-    retry = fake.chat_requests[-1].json["messages"]
+    retry = fake_openai.chat_requests[-1].json["messages"]
     assert retry[-1]["role"] == "user" and "not valid" in retry[-1]["content"]
     assert retry[-2] == {"role": "assistant", "content": '{"score": 9'}
     calls, tokens, failures, fallbacks = _usage(db, ids["tenant"])["importance"]
@@ -76,9 +72,9 @@ def test_malformed_answer_is_retried_once_with_the_error(
 
 
 def test_two_bad_answers_fall_back_to_local_mode_for_the_item(
-    fake: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
+    fake_openai: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
-    fake.script_chat([Malformed("no json"), Reply('{"memories": [{"kind": "mood"}]}')])
+    fake_openai.script_chat([Malformed("no json"), Reply('{"memories": [{"kind": "mood"}]}')])
     analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
     turn = _turn(ids["tenant"], "I went to a support group yesterday.")
     [memory] = analyzer.extract(turn, importance=0.9)
@@ -88,7 +84,7 @@ def test_two_bad_answers_fall_back_to_local_mode_for_the_item(
 
 
 def test_structured_extraction_and_rate_limit_answer(
-    fake: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
 ) -> None:
     answer = {
         "memories": [
@@ -96,39 +92,41 @@ def test_structured_extraction_and_rate_limit_answer(
              "valid_from": "2023-05-07"}
         ]
     }  # fmt: skip
-    fake.script_chat([Status(429, retry_after=0.2), Reply(json.dumps(answer))])
+    fake_openai.script_chat([Status(429, retry_after=0.2), Reply(json.dumps(answer))])
     analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
     [memory] = analyzer.extract(_turn(ids["tenant"], "I went to a group yesterday."), 0.9)
     assert memory.metadata == {
         "speaker": "Caroline", "extractor": "llm", "valid_from": "2023-05-07"
     }  # fmt: skip
     assert memory.source_turn_ids == ["t1"]
-    assert len(fake.chat_requests) == 2  # the SDK honoured Retry-After and retried
-    prompt = fake.chat_requests[-1].json["messages"][1]["content"]
+    assert len(fake_openai.chat_requests) == 2  # the SDK honoured Retry-After and retried
+    prompt = fake_openai.chat_requests[-1].json["messages"][1]["content"]
     assert prompt.startswith('<turn speaker="Caroline" date="2023-05-08">')
 
 
 def test_timeout_falls_back_and_low_importance_skips_the_call(
-    fake: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
 ) -> None:
-    fake.script_chat([Delay(3.0, Reply("{}")), Delay(3.0, Reply("{}"))])
+    fake_openai.script_chat([Delay(3.0, Reply("{}")), Delay(3.0, Reply("{}"))])
     summarizer = LlmSummarizer(llm, LocalSummarizer(budget_tokens=100))
     summary = summarizer.summarize(None, [_turn(ids["tenant"], "I adopted a puppy named Biscuit.")])
     assert summary == "Caroline adopted a puppy named Biscuit."
-    fake.reset()
+    fake_openai.reset()
     analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
     assert analyzer.extract(_turn(ids["tenant"], "ok thanks"), importance=0.1) == []
-    assert fake.chat_requests == []
+    assert fake_openai.chat_requests == []
 
 
-def test_llm_reconcile_decisions(fake: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]) -> None:
+def test_llm_reconcile_decisions(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
     from memwell.pipeline.candidate import Candidate
 
     old = Neighbour(id=__import__("uuid").uuid4(), content="Ada lives in Berlin.",
                     content_hash="h", kind="fact", similarity=0.7)  # fmt: skip
     cand = Candidate(ids["tenant"], "u", "s", "fact", "Ada moved to Lisbon.", 0.7, SAID, ["t9"])
     decider = LlmDecider(llm)
-    fake.script_chat(
+    fake_openai.script_chat(
         [
             Reply('{"action": "supersede", "target": 0}'),
             Reply('{"action": "update", "target": 0, "content": "Ada lives in Berlin, Mitte."}'),

@@ -19,12 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.evaldata import data_root
+from bench.harness.evaldata import data_root
 from memwell.db import migrate
 from memwell.intake.dispatch import producer_app
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCOMO_DEFAULT = data_root() / "locomo" / "locomo-dev.json"
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import redis
 
-from bench.bench_retrieval import TENANT
-from bench.chat_stack import chat_bodies
+from bench.figures.retrieval import TENANT
+from bench.harness.chat_stack import chat_bodies
 from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.core.settings import Settings
 from memwell.llm.recall import LABEL

@@ -1,6 +1,6 @@
 """Throughput of the local embedding backends: torch sentence-transformers vs ONNX fp32/int8.
 
-Run from the repo root: ``python -m bench.bench_embedder``. Uses LoCoMo turn texts
+Run from the repo root: ``python -m bench.figures.embedder``. Uses LoCoMo turn texts
 when ../shared/data/locomo/locomo-dev.json exists, else deterministic synthetic ones.
 """
 
@@ -23,7 +23,7 @@ from memwell.embeddings.base import EmbeddingError
 from memwell.embeddings.local_onnx import OnnxMiniLMEmbedder
 from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LOCOMO = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
 
 # Encodes all texts with a given batch size; returns the embeddings.

@@ -1,4 +1,4 @@
-"""Where the external evaluation data lives (LoCoMo is read by bench/locomo_data.py).
+"""Where the external evaluation data lives (LoCoMo is read by bench/harness/locomo_data.py).
 
 The data is never copied into the repo: it is read from MEMWELL_EVAL_DATA, or from
 ../shared/data next to the project root. Evaluations skip cleanly when it is missing.
@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def data_root() -> Path:

@@ -1,6 +1,6 @@
 """Figure 1, chat-path overhead: p50/p95/p99 of POST /v1/chat over real HTTP, by stage.
 
-    python -m bench.bench_chat [--rows 1000000] [--users 1000] [--requests 500]
+    python -m bench.figures.chat [--rows 1000000] [--users 1000] [--requests 500]
 
 The API (uvicorn, one process) serves a store of `--rows` memories over `--users`
 users; the model is the instant local recall responder (no model endpoint set). One
@@ -23,10 +23,10 @@ import psycopg
 import redis
 from pgvector.psycopg import register_vector
 
-from bench.bench_retrieval import bare_exact
-from bench.chat_stack import ChatStack, chat_bodies, chat_stack, user_name
-from bench.common import percentile, print_table
-from bench.headline import ReportRow, add_json_flag, write_json
+from bench.figures.retrieval import bare_exact
+from bench.harness.chat_stack import ChatStack, chat_bodies, chat_stack, user_name
+from bench.harness.common import percentile, print_table
+from bench.harness.headline import ReportRow, add_json_flag, write_json
 from memwell.core.settings import Settings
 from memwell.db.driver import libpq_url
 from memwell.embeddings import build_embedder

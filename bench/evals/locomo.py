@@ -1,6 +1,6 @@
 """LoCoMo retrieval evaluation through the real pipeline, beside a BM25 baseline.
 
-    python -m bench.locomo_eval [--data PATH] [--configs default,rrf,vector]
+    python -m bench.evals.locomo [--data PATH] [--configs default,rrf,vector]
 
 Starts a throwaway embedded Postgres + Valkey and a real Celery worker subprocess,
 enqueues every turn that `memwell import --format locomo` would (one user per
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from bench.bm25 import BM25
-from bench.locomo_data import CATEGORIES, Conversation, Question, dia_id, load
-from bench.stack import LOCOMO_DEFAULT, full_stack, percentile
+from bench.harness.bm25 import BM25
+from bench.harness.locomo_data import CATEGORIES, Conversation, Question, dia_id, load
+from bench.harness.stack import LOCOMO_DEFAULT, full_stack, percentile
 from memwell.core.settings import get_settings
 from memwell.core.tokens import count_tokens
 from memwell.db.engine import make_engine, make_sessionmaker

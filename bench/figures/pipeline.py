@@ -1,7 +1,7 @@
 """Local-mode consolidation throughput, end to end through a real Celery worker, next
 to the raw embedder throughput measured in the same run on the same texts.
 
-Run from the repo root: ``python -m bench.bench_pipeline [--turns N] [--concurrency C]``.
+Run from the repo root: ``python -m bench.figures.pipeline [--turns N] [--concurrency C]``.
 Starts embedded Postgres and Valkey (unless DATABASE_URL / REDIS_URL are set), a
 worker subprocess, enqueues LoCoMo dev turns (or synthetic ones when the data is
 missing) through `memwell.enqueue_turns`, and times enqueue -> every turn processed.
@@ -25,10 +25,10 @@ from pathlib import Path
 import redis
 
 import memwell
-from bench.drain import wait_processed
-from bench.headline import ReportRow, add_json_flag, write_json
-from bench.locomo_data import turn_view
-from bench.stack import LOCOMO_DEFAULT
+from bench.harness.drain import wait_processed
+from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.locomo_data import turn_view
+from bench.harness.stack import LOCOMO_DEFAULT
 from memwell.core.settings import Settings
 from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
@@ -147,7 +147,7 @@ def headline(argv: list[str] | None = None) -> PipelineHeadline:
         migrate.upgrade(db_url)
         env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, HF_HUB_OFFLINE="1")
         env["MEMWELL_EMBEDDING_PROVIDER"] = "local"
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         worker = _start_worker(env, args.concurrency)
         client = redis.Redis.from_url(redis_url)
         client.delete(STATS_KEY)

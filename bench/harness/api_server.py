@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from bench.stack import REPO_ROOT, BenchStack, service_env, stop_group
+from bench.harness.stack import REPO_ROOT, BenchStack, service_env, stop_group
 
 
 @dataclass(frozen=True)

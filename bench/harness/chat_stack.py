@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.api_server import ApiProcess, serve_api
-from bench.bench_retrieval import TENANT, WORDS, load
-from bench.stack import BenchStack, services
+from bench.figures.retrieval import TENANT, WORDS, load
+from bench.harness.api_server import ApiProcess, serve_api
+from bench.harness.stack import BenchStack, services
 from memwell.auth.keys import create_key
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.embeddings.local_onnx import DIMENSIONS, MODEL_NAME

@@ -1,6 +1,6 @@
 """Figure 2, concurrency: POST /v1/chat under 50 and 200 concurrent clients.
 
-    python -m bench.bench_concurrency [--rows 100000] [--users 1000] [--requests 2000]
+    python -m bench.figures.concurrency [--rows 100000] [--users 1000] [--requests 2000]
                                       [--clients 50 200] [--time-cap 60] [--api-workers 1]
 
 An async httpx load generator on loopback; each level sends `--requests` requests or
@@ -20,10 +20,10 @@ import argparse
 import os
 from dataclasses import dataclass
 
-from bench.chat_stack import chat_bodies, chat_stack
-from bench.common import print_table
-from bench.headline import ReportRow, add_json_flag, write_json
-from bench.loadgen import LoadResult, run_load
+from bench.harness.chat_stack import chat_bodies, chat_stack
+from bench.harness.common import print_table
+from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.loadgen import LoadResult, run_load
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class ConcurrencyHeadline:
             figure=f"2. chat under load, {self.api_workers} API process(es)",
             measured=f"{per_level(self.chat_rps, self.chat_p95_ms)}; errors {self.errors}",
             baseline=f"GET /healthz: {per_level(self.health_rps, self.health_p95_ms)}",
-            goal="errors 0 (no throughput goal set in #8)",
+            goal="errors 0",
         )
 
 

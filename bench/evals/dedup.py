@@ -2,7 +2,7 @@
 against the paraphrase label, over a sweep of cosine thresholds, with and without
 the fact guard (memwell/pipeline/dedup.py).
 
-Run from the repo root: ``python -m bench.eval_dedup``. Prints tables.
+Run from the repo root: ``python -m bench.evals.dedup``. Prints tables.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.evaldata import require
+from bench.harness.evaldata import require
 from memwell.core.settings import Settings
 from memwell.embeddings import Embedder, build_embedder
 from memwell.pipeline.dedup import decide_merge, fact_guard

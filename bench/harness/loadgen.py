@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bench.common import percentile
+from bench.harness.common import percentile
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The chaos harness's parts: restartable embedded services, worker subprocesses, the
 input, a producer that resends what the transport refused, the sweeper loop, and the
-exactly-once measurement. bench/chaos.py injects the faults and prints the table."""
+exactly-once measurement. bench/chaos/run.py injects the faults and prints the table."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Retrieval latency and insert cost at scale, on a throwaway embedded Postgres.
 
-    python -m bench.bench_retrieval [--rows 1000000] [--users 1000] [--dims 384]
+    python -m bench.figures.retrieval [--rows 1000000] [--users 1000] [--dims 384]
                                     [--big 100000] [--queries 100] [--no-global-hnsw]
 
 Loads `--rows` random unit vectors with COPY (rows arrive interleaved across users, as
@@ -29,8 +29,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from sqlalchemy.orm import Session
 
-from bench.headline import ReportRow, add_json_flag, write_json
-from bench.stack import percentile, postgres_only
+from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.stack import percentile, postgres_only
 from memwell.core.settings import get_settings
 from memwell.db.driver import libpq_url
 from memwell.db.engine import make_engine, make_sessionmaker
@@ -256,7 +256,7 @@ class RetrievalHeadline:
             f"{self.big_search_p95_ms:.1f} ms",
             baseline=f"bare exact top-10 p95 {self.bare_p95_ms:.1f} ms; "
             f"{self.big_rows:,} rows {self.big_bare_p95_ms:.0f} ms",
-            goal="p95 <= 3 ms (1k rows), <= 25 ms (100k rows), from #4",
+            goal="p95 <= 3 ms (1k rows), <= 25 ms (100k rows)",
         )
 
 

@@ -1,6 +1,6 @@
 """The long runs of the hostile-input checks, beyond the bounded default suite:
 
-- the tenant-isolation property (Hypothesis) at the issue's 10,000 generated cases;
+- the tenant-isolation property (Hypothesis) at 10,000 generated cases;
 - schemathesis against the running app, many examples per operation and mode.
 
 Each runs its pytest module on real services (embedded Postgres, Valkey, a Celery
@@ -8,7 +8,7 @@ worker) with a larger budget, streams pytest's progress, and the script prints a
 table: cases run, wall time, verdict. The default-suite budgets (200 cases, 25
 examples) run in the same invocation first as the baseline.
 
-    python -m bench.hostile_input [--cases 10000] [--fuzz-examples 300] [--skip-baseline]
+    python -m bench.chaos.hostile_input [--cases 10000] [--fuzz-examples 300] [--skip-baseline]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

@@ -11,8 +11,8 @@ fault during ingestion, waits for the backlog to drain, and checks:
   run's;
 - no two live memories share (tenant, user, content hash).
 
-    python -m bench.chaos                      # 5,000 turns, every fault
-    python -m bench.chaos --turns 500 --faults sigkill
+    python -m bench.chaos.run                      # 5,000 turns, every fault
+    python -m bench.chaos.run --turns 500 --faults sigkill
 
 Faults:
 - sigkill: SIGKILL a random worker's main process or one of its pool children, every
@@ -38,7 +38,7 @@ from pathlib import Path
 import psutil
 import redis
 
-from bench.chaos_harness import (
+from bench.chaos.harness import (
     SWEEP_AFTER_S,
     TENANT,
     USERS,

@@ -1,15 +1,15 @@
 """Importance evaluation: ROC AUC of the local importance score on LoCoMo dev, with
 evidence turns as positives, next to the baseline "turn length as the score".
 
-Run from the repo root: ``python -m bench.eval_importance``. Prints a table.
+Run from the repo root: ``python -m bench.evals.importance``. Prints a table.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from bench.locomo_data import Conversation, dia_id, load, turn_view
-from bench.stack import LOCOMO_DEFAULT
+from bench.harness.locomo_data import Conversation, dia_id, load, turn_view
+from bench.harness.stack import LOCOMO_DEFAULT
 from memwell.core.settings import Settings
 from memwell.core.tokens import count_tokens
 from memwell.intake.turns import TurnIn

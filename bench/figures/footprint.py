@@ -1,7 +1,7 @@
 """Figure 6, memory footprint: peak RSS of the API and of a worker, idle and under load,
 and Redis memory per 1,000 active sessions.
 
-    python -m bench.bench_footprint [--rows 100000] [--chat-requests 300] [--turns 3000]
+    python -m bench.figures.footprint [--rows 100000] [--chat-requests 300] [--turns 3000]
                                     [--sessions 1000] [--exchanges 10]
 
 Real subprocesses: the API (`python -m memwell api`, one uvicorn process) and a
@@ -20,15 +20,15 @@ import sys
 from dataclasses import dataclass
 
 import memwell
-from bench.bench_pipeline import pipeline_turns
-from bench.bench_retrieval import TENANT
-from bench.chat_stack import chat_bodies, chat_stack
-from bench.drain import wait_processed
-from bench.headline import ReportRow, add_json_flag, write_json
-from bench.loadgen import run_load
-from bench.procmem import ProcMem, empty_interpreter_hwm_mb, tree_mem
-from bench.redis_sessions import SessionFill, fill_sessions
-from bench.stack import worker_process
+from bench.figures.pipeline import pipeline_turns
+from bench.figures.retrieval import TENANT
+from bench.harness.chat_stack import chat_bodies, chat_stack
+from bench.harness.drain import wait_processed
+from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.loadgen import run_load
+from bench.harness.procmem import ProcMem, empty_interpreter_hwm_mb, tree_mem
+from bench.harness.redis_sessions import SessionFill, fill_sessions
+from bench.harness.stack import worker_process
 from memwell.db.engine import make_engine, make_sessionmaker
 
 
@@ -57,7 +57,7 @@ class FootprintHeadline:
             f"of {self.turns_per_session} turns",
             baseline=f"empty interpreter {self.python_mb:.0f} MB; "
             f"empty Redis {self.redis_empty_mb:.1f} MB",
-            goal="none set in #8",
+            goal="none set",
         )
 
 

@@ -2,7 +2,7 @@
 (batched), next to plain Celery send_task and a raw redis-py LPUSH of the same
 payload, all against the same real Redis in one run.
 
-    python -m bench.bench_enqueue [--n 2000] [--redis-url URL]
+    python -m bench.figures.enqueue [--n 2000] [--redis-url URL]
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import redis
 from celery import Celery
 
-from bench.common import print_table
-from bench.headline import ReportRow, add_json_flag, write_json
+from bench.harness.common import print_table
+from bench.harness.headline import ReportRow, add_json_flag, write_json
 from memwell.core.queues import Queue, TaskName
 from memwell.intake.enqueue import enqueue_turn, enqueue_turns
 

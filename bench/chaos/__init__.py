@@ -1,0 +1,1 @@
+"""Fault injection and hostile input against real processes."""

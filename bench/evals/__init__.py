@@ -1,0 +1,1 @@
+"""Quality evaluations on real data (LoCoMo, MRPC), each beside a baseline."""

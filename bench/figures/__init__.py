@@ -1,0 +1,1 @@
+"""Performance figures: each prints a table beside its floors measured in the same run."""

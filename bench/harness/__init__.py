@@ -1,0 +1,1 @@
+"""What the benchmarks share: stacks, load generators, data readers, report rows."""
