@@ -17,7 +17,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memwell.core.errors import (
     ConfigurationError,
+    Conflict,
     Forbidden,
+    InvalidCursor,
     InvalidInput,
     MemwellError,
     NotFound,
@@ -30,8 +32,11 @@ from memwell.core.errors import (
 log = logging.getLogger(__name__)
 
 PROBLEM_BASE = "https://memwell.dev/problems/"
+# Subclasses before their base: the first match wins.
 STATUS_BY_ERROR: dict[type[MemwellError], int] = {
+    InvalidCursor: 400,
     InvalidInput: 422,
+    Conflict: 409,
     NotFound: 404,
     TooLarge: 413,
     Unauthorized: 401,

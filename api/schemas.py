@@ -111,6 +111,9 @@ class ScoringIn(BaseModel):
     half_life_access_h: float | None = Field(default=None, strict=True, gt=0)
     fusion: Literal["rrf", "score", "vector"] | None = None
     text_weight: float | None = Field(default=None, strict=True, ge=0, le=1)
+    similarity_floor: float | None = Field(
+        default=None, strict=True, ge=-1, le=1, description="Cosine under which hits drop."
+    )
 
     def to_domain(self) -> Overrides:
         return Overrides(**self.model_dump())

@@ -25,10 +25,14 @@ from memwell.db.engine import (
     make_sessionmaker,
 )
 from memwell.db.tenancy import make_async_tenant_sessionmaker
+from memwell.embeddings import Embedder, build_embedder
+from memwell.embeddings.lazy import LazyEmbedder
 from memwell.intake.dispatch import send_ingest, send_summarize
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload
 from memwell.llm import build_chat_model
+from memwell.pipeline.consolidate import ConsolidationConfig
+from memwell.pipeline.reconcile import ReconcilePolicy
 from memwell.retrieval.service import RetrievalDeps, build_retrieval
 
 
@@ -41,6 +45,10 @@ class AppState:
     sessions: async_sessionmaker[AsyncSession]
     retrieval: RetrievalDeps
     chat: ChatDeps
+    #: embeds memories a client adds or edits directly; loaded on first use
+    documents: Embedder
+    #: the reconcile rule of consolidation, for memories added directly
+    reconcile_policy: ReconcilePolicy
     chat_broker_url: str
     # Sync pool for the outbox: accepted turns are persisted (in a worker thread)
     # before the API answers; see memwell/intake/postgres_outbox.py.
@@ -118,6 +126,8 @@ def build_state(settings: Settings) -> AppState:
         sessions=make_async_tenant_sessionmaker(engine),
         retrieval=retrieval,
         chat=deps,
+        documents=LazyEmbedder(partial(build_embedder, settings, threads=1)),
+        reconcile_policy=ConsolidationConfig.from_settings(settings).policy,
         chat_broker_url=redis_url,
         outbox_engine=outbox_engine,
         accept=accept,

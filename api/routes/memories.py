@@ -1,13 +1,16 @@
-"""Search, context and one memory by id: thin wrappers over memwell's service functions."""
+"""Memories: list, add, search, context, and one memory by id (read, edit, delete,
+history). Each route is a thin wrapper over one of memwell's service functions."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import asdict
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
 
-from api.deps import ReadTenantDep, StateDep, TenantDep
+from api.deps import ReadTenantDep, StateDep, TenantDep, WriteTenantDep
 from api.schemas import (
     ContextRequest,
     ContextResponse,
@@ -16,6 +19,10 @@ from api.schemas import (
     SearchResponse,
 )
 from memwell.chat.context import build_context
+from memwell.intake.turns import Identifier, Instant
+from memwell.memories.add import MAX_BATCH, AddResult, MemoryKind, NewMemory, add_memories
+from memwell.memories.edit import EditResult, MemoryPatch, update_memory
+from memwell.memories.listing import MAX_PAGE, MemoryFilters, MemoryPage, Sort, list_memories
 from memwell.memories.record import MemoryHistory, MemoryRecord
 from memwell.memories.service import delete_memory, get_memory, memory_history
 from memwell.retrieval.service import retrieve
@@ -86,3 +93,88 @@ async def get_history(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) 
     async with state.sessions() as session:
         events = await memory_history(session, tenant=tenant, memory_id=memory_id)
     return MemoryHistory(memory_id=memory_id, events=events)
+
+
+class AddMemoriesRequest(BaseModel):
+    """Memories to store for one user, as given or reconciled like consolidation."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "user_id": "u1",
+                    "memories": [
+                        {"content": "The user is allergic to nuts.", "kind": "fact",
+                         "importance": 0.9, "source": "tool:allergy-check"}
+                    ],
+                    "reconcile": True,
+                }
+            ]
+        },
+    )  # fmt: skip
+
+    user_id: Identifier
+    memories: list[NewMemory] = Field(min_length=1, max_length=MAX_BATCH)
+    reconcile: bool = Field(
+        default=True,
+        description="true: dedup, merge and supersede as consolidation does; false: store "
+        "as given (an exact duplicate still reinforces the live memory).",
+    )
+
+
+@router.get("/memories", summary="List a user's memories, paged")
+async def get_memories(
+    state: StateDep,
+    tenant: ReadTenantDep,
+    user_id: Identifier,
+    kind: Annotated[list[MemoryKind] | None, Query()] = None,
+    session_id: Identifier | None = None,
+    agent_id: Identifier | None = None,
+    created_after: Instant | None = None,
+    created_before: Instant | None = None,
+    pinned: bool | None = None,
+    include: Annotated[list[Literal["deleted", "superseded"]] | None, Query()] = None,
+    sort: Sort = "newest",
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(max_length=2000)] = None,
+) -> MemoryPage:
+    """Newest first by default (or by importance or strength), with a total and a
+    keyset cursor that stays stable while memories are added."""
+    filters = MemoryFilters(
+        kinds=tuple(kind) if kind else None, session_id=session_id, agent_id=agent_id,
+        created_after=created_after, created_before=created_before, pinned=pinned,
+        include_deleted="deleted" in (include or ()),
+        include_superseded="superseded" in (include or ()),
+    )  # fmt: skip
+    async with state.sessions() as session:
+        return await list_memories(
+            session, tenant=tenant, user_id=user_id, filters=filters, sort=sort,
+            limit=limit, cursor=cursor,
+        )  # fmt: skip
+
+
+@router.post("/memories", summary="Add memories directly")
+async def post_memories(
+    body: AddMemoriesRequest, state: StateDep, tenant: WriteTenantDep
+) -> AddResult:
+    """Stored and embedded before the response: searchable at once. With a remote
+    embedding endpoint, the call includes its round trip."""
+    async with state.sessions() as session, session.begin():
+        return await add_memories(
+            session, tenant=tenant, user_id=body.user_id, memories=body.memories,
+            embedder=state.documents, reconcile=body.reconcile, policy=state.reconcile_policy,
+        )  # fmt: skip
+
+
+@router.patch("/memories/{memory_id}", summary="Edit, pin or expire a memory")
+async def patch_memory(
+    memory_id: uuid.UUID, body: MemoryPatch, state: StateDep, tenant: WriteTenantDep
+) -> EditResult:
+    """A content change re-embeds the memory and reports the live memories it now
+    collides with (a paraphrase, or a conflicting fact); it never merges them."""
+    async with state.sessions() as session, session.begin():
+        return await update_memory(
+            session, tenant=tenant, memory_id=memory_id, patch=body, embedder=state.documents,
+            merge_threshold=state.settings.merge_threshold,
+        )  # fmt: skip

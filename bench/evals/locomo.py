@@ -8,18 +8,19 @@ conversation, one session per LoCoMo session, event time = the session's date, t
 id = "{sample_id}:{dia_id}") with `memwell.enqueue_turns`, waits until the worker
 has consolidated them, then asks every question as that user `as_of` the last
 session's date through the same retrieval function the API uses. Prints R@5, R@10,
-MRR and the mean tokens of the top 10 per category and overall, the search latency,
-and BM25 over raw turns.
+MRR and the mean tokens of the top 10 per category and overall, the search latency
+(query embedding included), and BM25 over raw turns.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import text
@@ -29,11 +30,11 @@ from bench.harness.locomo_data import CATEGORIES, Conversation, Question, dia_id
 from bench.harness.stack import LOCOMO_DEFAULT, full_stack, percentile
 from memwell.core.settings import get_settings
 from memwell.core.tokens import count_tokens
-from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.embeddings import build_embedder
+from memwell.db.engine import make_engine
 from memwell.intake.enqueue import enqueue_turns
 from memwell.intake.turns import TurnIn
-from memwell.retrieval.search import Overrides, params_from_settings, search_sync
+from memwell.retrieval.search import Overrides
+from memwell.retrieval.service import build_retrieval, retrieve
 
 TENANT = "locomo"
 CONFIGS: dict[str, Overrides] = {
@@ -47,12 +48,11 @@ CONFIGS: dict[str, Overrides] = {
     "recency-hl30d": Overrides(half_life_h=24 * 30),
     "importance-0.15": Overrides(w_importance=0.15),
     "relevance-only": Overrides(w_recency=0.0, w_importance=0.0),
-    "floor-0": Overrides(),
+    "floor-0": Overrides(similarity_floor=0.0),
 }
+
+
 # Settings that are not per-request overrides, tried by changing the parameters.
-PARAMS: dict[str, dict[str, float]] = {"floor-0": {"similarity_floor": 0.0}}
-
-
 @dataclass
 class Scores:
     """Per-question results of one retriever, grouped by category."""
@@ -111,29 +111,31 @@ def ingest(conversations: list[Conversation], database_url: str, redis_url: str)
 def evaluate_memwell(
     conversations: list[Conversation], database_url: str, configs: list[str]
 ) -> dict[str, Scores]:
-    settings = get_settings()
-    # Questions are embedded as the API embeds a query (its weights may differ).
-    embedder = build_embedder(settings, for_queries=True)
-    sessions = make_sessionmaker(make_engine(database_url, pool_size=1))
+    """Every question through the service's own `retrieve`, as REST and MCP ask it."""
+    return asyncio.run(_evaluate_memwell(conversations, database_url, configs))
+
+
+async def _evaluate_memwell(
+    conversations: list[Conversation], database_url: str, configs: list[str]
+) -> dict[str, Scores]:
+    deps = build_retrieval(get_settings(), database_url=database_url, access=None)
     results = {name: Scores() for name in configs}
-    for conv in conversations:
-        vectors = embedder.embed([q.text for q in conv.questions])
-        prefix = f"{conv.sample_id}:"
-        for q, vector in zip(conv.questions, vectors, strict=True):
-            for name in configs:
-                params = params_from_settings(
-                    settings, tenant=TENANT, user_id=conv.sample_id, query_vector=vector,
-                    embedding_model=embedder.model_name, query_text=q.text, k=10,
-                    as_of=conv.last_date, overrides=CONFIGS[name],
-                )  # fmt: skip
-                params = replace(params, **PARAMS.get(name, {}))
-                with sessions() as session:
+    try:
+        for conv in conversations:
+            prefix = f"{conv.sample_id}:"
+            for q in conv.questions:
+                for name in configs:
                     t0 = time.perf_counter()
-                    hits = search_sync(session, params)
+                    hits = await retrieve(
+                        deps, tenant=TENANT, user_id=conv.sample_id, query=q.text, k=10,
+                        as_of=conv.last_date, overrides=CONFIGS[name],
+                    )  # fmt: skip
                     results[name].latencies_ms.append((time.perf_counter() - t0) * 1000)
-                ranked = [{s.removeprefix(prefix) for s in h.source_turn_ids} for h in hits]
-                tokens = sum(count_tokens(h.content) for h in hits)
-                results[name].add(q, ranked, tokens)
+                    ranked = [{s.removeprefix(prefix) for s in h.source_turn_ids} for h in hits]
+                    tokens = sum(count_tokens(h.content) for h in hits)
+                    results[name].add(q, ranked, tokens)
+    finally:
+        await deps.reads.close()
     return results
 
 

@@ -22,6 +22,20 @@ class InvalidInput(MemwellError):
     code = "invalid-input"
 
 
+class InvalidCursor(InvalidInput):
+    """A page cursor that is malformed, or was issued for another list (another user,
+    tenant or sort order)."""
+
+    code = "invalid-cursor"
+
+
+class Conflict(MemwellError):
+    """The change would collide with what is stored (for example a second live memory
+    with the same content)."""
+
+    code = "conflict"
+
+
 class NotFound(MemwellError):
     """The named object does not exist for this tenant."""
 

@@ -28,6 +28,8 @@ class MemoryRecord(BaseModel):
     kind: str
     content: str
     importance: float
+    #: decays while unused (memwell/maintenance/decay.py); prune drops the weakest
+    strength: float
     pinned: bool
     expires_at: datetime | None
     created_at: datetime
@@ -46,7 +48,8 @@ class MemoryRecord(BaseModel):
     def of(cls, m: Memory) -> MemoryRecord:
         return cls(
             id=m.id, user_id=m.user_id, agent_id=m.agent_id, session_id=m.session_id,
-            kind=m.kind, content=m.content, importance=m.importance, pinned=m.pinned,
+            kind=m.kind, content=m.content, importance=m.importance, strength=m.strength,
+            pinned=m.pinned,
             expires_at=m.expires_at, created_at=m.created_at, updated_at=m.updated_at,
             last_accessed_at=m.last_accessed_at, access_count=m.access_count,
             valid_from=m.valid_from, valid_to=m.valid_to, superseded_by=m.superseded_by,

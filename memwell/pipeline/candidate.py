@@ -27,3 +27,10 @@ class Candidate:
     source_turn_ids: list[str]
     agent_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Set by a client adding a memory directly; consolidation leaves the defaults.
+    pinned: bool = False
+    expires_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    #: why it was written (recorded in its history when the decision gives no reason)
+    origin: str | None = None

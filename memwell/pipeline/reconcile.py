@@ -79,6 +79,16 @@ class Decider(Protocol):
     def decide(self, candidate: Candidate, neighbours: Sequence[Neighbour]) -> Decision | None: ...
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one candidate: the memory that holds it now and, for a merge or
+    a supersession, the other memory involved."""
+
+    action: Action
+    memory_id: uuid.UUID
+    related_id: uuid.UUID | None = None
+
+
 @dataclass
 class ReconcileReport:
     added: int = 0
@@ -86,6 +96,8 @@ class ReconcileReport:
     merged: int = 0
     superseded: int = 0
     memory_ids: list[uuid.UUID] = field(default_factory=list)
+    #: one per candidate, in order
+    outcomes: list[Outcome] = field(default_factory=list)
 
     def count(self, action: Action) -> None:
         name = {"add": "added", "reinforce": "reinforced", "merge": "merged"}.get(
@@ -252,9 +264,10 @@ def _plan(
             decision = decider.decide(c, close)
         if decision is None:
             decision = decide_local(c, neighbours, policy)
-        memory_id = _apply(plan, c, digest, vector, decision, state, events)
+        outcome = _apply(plan, c, digest, vector, decision, state, events)
         report.count(decision.action)
-        report.memory_ids.append(memory_id)
+        report.memory_ids.append(outcome.memory_id)
+        report.outcomes.append(outcome)
     return report, plan, events
 
 
@@ -268,8 +281,15 @@ def _event(c: Candidate, memory_id: uuid.UUID, event: str, **extra: Any) -> dict
         "old_content": extra.get("old"),
         "new_content": extra.get("new", c.content),
         "related_memory_id": extra.get("related"),
-        "reason": extra.get("reason"),
+        "reason": _reason(c, extra.get("reason")),
     }
+
+
+def _reason(c: Candidate, why: str | None) -> str | None:
+    """The decision's reason, prefixed with where the candidate came from when known."""
+    if c.origin is None:
+        return why
+    return f"{c.origin}: {why}" if why else c.origin
 
 
 def _apply(
@@ -280,13 +300,14 @@ def _apply(
     d: Decision,
     state: _BatchState,
     events: list[dict[str, Any]],
-) -> uuid.UUID:
+) -> Outcome:
     if d.action == "merge" and d.target is not None:
-        return _merge(plan, c, vector, d, state, events)
+        merged_into = _merge(plan, c, vector, d, state, events)
+        return Outcome("merge", merged_into, related_id=merged_into)
     memory_id, added = plan.upsert(c, digest, vector)
     if not added or d.action == "reinforce":
         events.append(_event(c, memory_id, "reinforce", reason=d.reason or "exact duplicate"))
-        return memory_id
+        return Outcome("reinforce", memory_id)
     events.append(_event(c, memory_id, "add", reason=d.reason))
     me = Neighbour(memory_id, c.content, digest, c.kind, 1.0)
     state.added.append((c, vector, me))
@@ -306,7 +327,8 @@ def _apply(
         events.append(
             _event(c, old.id, "supersede", old=old.content, related=memory_id, reason=d.reason)
         )
-    return memory_id
+        return Outcome("supersede", memory_id, related_id=old.id)
+    return Outcome("add", memory_id)
 
 
 def _merge(

@@ -121,10 +121,13 @@ class WritePlan:
             "embedding_model": self.model,
             "importance": c.importance,
             "created_at": c.event_time,
-            "valid_from": c.event_time,
+            "valid_from": c.valid_from or c.event_time,
+            "valid_to": c.valid_to,
             "last_seen_at": c.event_time,
             "source_turn_ids": c.source_turn_ids,
             "metadata_": c.metadata,
+            "pinned": c.pinned,
+            "expires_at": c.expires_at,
         }
         last = self._ops[-1] if self._ops else None
         if isinstance(last, list):
@@ -167,15 +170,19 @@ class WritePlan:
 PLAN_ATTEMPTS = 3  # a re-plan only follows a race with a writer outside the lock
 
 
-def write_memory(
-    session: Session, c: Candidate, vector: np.ndarray, model: str
-) -> tuple[uuid.UUID, bool]:
-    """One memory through the same plan as a batch: add it, or reinforce the live memory
-    with the same normalised content. Returns (id, added)."""
-    digest = content_hash(c.content)
+def write_memories(
+    session: Session, candidates: Sequence[Candidate], vectors: np.ndarray, model: str
+) -> list[tuple[uuid.UUID, bool]]:
+    """Memories through the same plan as a consolidation batch, without reconciling:
+    each is added, or reinforces the live memory with the same normalised content.
+    Returns (id, added) per candidate, in order."""
+    digests = [content_hash(c.content) for c in candidates]
     for attempt in range(1, PLAN_ATTEMPTS + 1):
-        plan = WritePlan(live=fetch_live_hashes(session, [c], [digest]), model=model)
-        memory_id, added = plan.upsert(c, digest, vector)
+        plan = WritePlan(live=fetch_live_hashes(session, candidates, digests), model=model)
+        written = [
+            plan.upsert(c, digest, vector)
+            for c, digest, vector in zip(candidates, digests, vectors, strict=True)
+        ]
         try:
             with session.begin_nested():  # a stale plan rolls back alone, then re-plans
                 plan.execute(session)
@@ -183,5 +190,12 @@ def write_memory(
             if attempt == PLAN_ATTEMPTS:
                 raise
             continue
-        return memory_id, added
+        return written
     raise AssertionError("unreachable")
+
+
+def write_memory(
+    session: Session, c: Candidate, vector: np.ndarray, model: str
+) -> tuple[uuid.UUID, bool]:
+    """One memory through the same plan: added, or reinforcing its exact duplicate."""
+    return write_memories(session, [c], np.asarray([vector]), model)[0]

@@ -111,6 +111,7 @@ class Overrides:
     half_life_access_h: float | None = None
     fusion: Fusion | None = None
     text_weight: float | None = None
+    similarity_floor: float | None = None
 
 
 class MemoryHit(BaseModel):
@@ -169,7 +170,7 @@ def params_from_settings(
         embedding_model=embedding_model,
         query_text=query_text,
         k=min(max(k or settings.retrieval_top_k, 1), K_MAX),
-        similarity_floor=settings.similarity_floor,
+        similarity_floor=_clamp(o.similarity_floor, settings.similarity_floor, -1.0, 1.0),
         w_relevance=_clamp(o.w_relevance, settings.weight_relevance, 0.0, WEIGHT_MAX),
         w_importance=_clamp(o.w_importance, settings.weight_importance, 0.0, WEIGHT_MAX),
         w_recency=_clamp(o.w_recency, settings.weight_recency, 0.0, WEIGHT_MAX),

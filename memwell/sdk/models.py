@@ -79,6 +79,7 @@ class Memory(_Result):
     session_id: str | None = None
     agent_id: str | None = None
     importance: float | None = None
+    strength: float | None = None
     pinned: bool | None = None
     expires_at: datetime | None = None
     created_at: datetime | None = None

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.settings import get_settings
 from memwell.db.models import Memory, MemoryEvent
+from memwell.memories.edit import MemoryPatch
 from tests.support.maintenance_factories import add_memory
 
 
@@ -52,17 +53,22 @@ def test_pin_and_expiry_are_set_recorded_and_validated(
 def test_get_reads_back_every_field_patch_sets(
     api: TestClient, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
-    from api.routes.retention import RetentionPatch
-
     tenant = get_settings().default_tenant
     memory_id = add_memory(db, tenant=tenant, user_id=ids["user"], at=datetime.now(UTC))
     when = (datetime.now(UTC) + timedelta(days=9)).replace(microsecond=0)
-    sent = {"pinned": True, "expires_at": when.isoformat()}
-    assert set(sent) == set(RetentionPatch.model_fields)  # every settable field is sent
+    sent = {
+        "pinned": True,
+        "expires_at": when.isoformat(),
+        "content": f"The user's locker code is {ids['user'][-4:]}.",
+        "kind": "preference",
+        "importance": 0.77,
+        "metadata": {"origin": "support-ticket"},
+    }
+    assert set(sent) == set(MemoryPatch.model_fields)  # every settable field is sent
     patched = api.patch(f"/v1/memories/{memory_id}", json=sent)
     assert patched.status_code == 200, patched.text
 
     got = api.get(f"/v1/memories/{memory_id}").json()
-    assert got["pinned"] is True
     assert datetime.fromisoformat(got["expires_at"]) == when
-    assert {k: got[k] for k in sent} == {k: patched.json()[k] for k in sent}
+    del sent["expires_at"]
+    assert {k: got[k] for k in sent} == sent

@@ -1,0 +1,207 @@
+"""Edit one memory: correct its content, kind, importance or metadata; pin it; give it
+an expiry. Every change is an `update` event with the old and new content.
+
+A content change re-embeds the memory and runs the fact guard against the user's
+nearest live memories: a paraphrase of another memory, or a conflicting fact, is
+reported as a collision for the client to resolve. Nothing is merged behind its back.
+A second live memory with exactly the same content cannot exist: that is a conflict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sqlalchemy import insert, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memwell.core.errors import Conflict, InvalidInput, NotFound
+from memwell.core.text import content_hash
+from memwell.db.models import Memory, MemoryEvent
+from memwell.embeddings.base import Embedder
+from memwell.intake.turns import MAX_CONTENT_CHARS, Instant, check_metadata, check_text
+from memwell.memories.add import MemoryKind
+from memwell.memories.record import MemoryRecord
+from memwell.pipeline.dedup import fact_guard
+
+NEIGHBOURS = 5
+
+
+class MemoryPatch(BaseModel):
+    """Only the fields sent change; `"expires_at": null` clears an expiry."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT_CHARS)
+    kind: MemoryKind | None = None
+    importance: float | None = Field(default=None, ge=0, le=1)
+    metadata: dict[str, Any] | None = Field(default=None, description="Replaces the metadata.")
+    pinned: bool | None = None
+    expires_at: Instant | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _content_is_text(cls, value: str | None) -> str | None:
+        return None if value is None else check_text(value, "content").strip()
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_is_plain_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else check_metadata(value)
+
+    @field_validator("expires_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class Collision(BaseModel):
+    """A live memory the new content comes close to."""
+
+    memory_id: uuid.UUID
+    content: str
+    similarity: float
+    relation: Literal["paraphrase", "conflicting fact"]
+    reason: str
+
+
+class EditResult(MemoryRecord):
+    """The memory as it is now, and what its new content comes close to."""
+
+    collisions: list[Collision] = Field(default_factory=list)
+
+
+_NEAREST = text(
+    """
+    SELECT id, content, 1 - (embedding <=> CAST(:vec AS vector)) AS similarity
+    FROM memories
+    WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
+      AND deleted_at IS NULL AND superseded_by IS NULL AND id <> :id
+    ORDER BY embedding <=> CAST(:vec AS vector)
+    LIMIT :k
+    """
+)
+
+
+def _describe(changes: dict[str, Any]) -> str:
+    def show(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, datetime):
+            return value.isoformat()
+        return "none" if value is None else str(value)
+
+    retention = {"pinned", "expires_at"}
+    parts = [f"{k}={show(v)}" for k, v in changes.items() if k in retention]
+    edited = sorted(k for k in changes if k not in retention)
+    text_ = []
+    if parts:
+        text_.append("retention: " + ", ".join(parts))
+    if edited:
+        text_.append("edited: " + ", ".join(edited))
+    return "; ".join(text_)
+
+
+async def _collisions(
+    session: AsyncSession, memory: Memory, vector: Any, model: str, threshold: float
+) -> list[Collision]:
+    vec = "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
+    rows = await session.execute(
+        _NEAREST,
+        {"vec": vec, "tenant": memory.tenant, "user_id": memory.user_id, "model": model,
+         "id": memory.id, "k": NEIGHBOURS},
+    )  # fmt: skip
+    found = []
+    for row in rows:
+        if row.similarity < threshold:
+            continue
+        why = fact_guard(memory.content, row.content)
+        found.append(
+            Collision(
+                memory_id=row.id,
+                content=row.content,
+                similarity=round(float(row.similarity), 4),
+                relation="paraphrase" if why is None else "conflicting fact",
+                reason=why or "would merge in consolidation",
+            )
+        )
+    return found
+
+
+async def update_memory(
+    session: AsyncSession,
+    *,
+    tenant: str,
+    memory_id: uuid.UUID,
+    patch: MemoryPatch,
+    embedder: Embedder | None,
+    merge_threshold: float,
+) -> EditResult:
+    """Apply the patch to one live memory of the tenant (the caller commits)."""
+    changes = {k: getattr(patch, k) for k in patch.model_fields_set}
+    if not changes:
+        raise InvalidInput(
+            "set at least one of content, kind, importance, metadata, pinned, expires_at"
+        )
+    memory = await session.scalar(
+        select(Memory)
+        .where(Memory.tenant == tenant, Memory.id == memory_id, Memory.deleted_at.is_(None))
+        .with_for_update()
+    )
+    if memory is None:
+        raise NotFound(f"memory {memory_id} not found")
+    for name in ("kind", "importance", "content"):
+        if name in changes and changes[name] is None:
+            raise InvalidInput(f"{name} cannot be null")
+    old_content = memory.content
+    new_content = changes.get("content")
+    vector = None
+    if new_content is not None and new_content != old_content:
+        vector = await _reembed(session, memory, new_content, embedder)
+    for name in ("kind", "importance", "pinned", "expires_at"):
+        if name in changes:
+            setattr(memory, name, changes[name])
+    if "metadata" in changes:
+        memory.metadata_ = changes["metadata"] or {}
+    memory.updated_at = datetime.now(UTC)
+    collisions: list[Collision] = []
+    if vector is not None and embedder is not None:
+        collisions = await _collisions(
+            session, memory, vector, embedder.model_name, merge_threshold
+        )
+    await session.execute(
+        insert(MemoryEvent).values(
+            tenant=tenant, user_id=memory.user_id, memory_id=memory.id, event="update",
+            old_content=old_content, new_content=memory.content,
+            source_turn_ids=list(memory.source_turn_ids), reason=_describe(changes),
+        )
+    )  # fmt: skip
+    await session.flush()
+    await session.refresh(memory)
+    return EditResult(**MemoryRecord.of(memory).model_dump(), collisions=collisions)
+
+
+async def _reembed(
+    session: AsyncSession, memory: Memory, content: str, embedder: Embedder | None
+) -> Any:
+    if embedder is None:
+        raise InvalidInput("this process cannot embed: content cannot be edited here")
+    digest = content_hash(content)
+    twin = await session.scalar(
+        select(Memory.id).where(
+            Memory.tenant == memory.tenant, Memory.user_id == memory.user_id,
+            Memory.content_hash == digest, Memory.id != memory.id,
+            Memory.deleted_at.is_(None), Memory.superseded_by.is_(None),
+        )
+    )  # fmt: skip
+    if twin is not None:
+        raise Conflict(f"memory {twin} already holds this content")
+    vector = (await asyncio.to_thread(embedder.embed, [content]))[0]
+    memory.content = content
+    memory.content_hash = digest
+    memory.embedding = vector
+    memory.embedding_model = embedder.model_name
+    return vector
