@@ -3,7 +3,7 @@
     memwell mcp                                   # stdio (an agent spawns it)
     memwell mcp --transport http --port 8421      # streamable HTTP at /mcp
 
-Tools: remember, recall, forget, get_context. Each is a thin skin over
+Tools: remember, recall, forget, get_context, add_memory, update_memory. Each is a thin skin over
 memwell.agents.tools (the same service functions REST uses). A domain error becomes
 a tool error result (is_error) with the message, so the agent can correct itself.
 The server acts for one tenant (MEMWELL_DEFAULT_TENANT or --tenant).
@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import partial
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
@@ -28,6 +29,11 @@ from memwell.core.redis_clients import async_client
 from memwell.core.settings import Settings
 from memwell.db.engine import make_async_engine
 from memwell.db.tenancy import make_async_tenant_sessionmaker
+from memwell.embeddings import build_embedder
+from memwell.embeddings.lazy import LazyEmbedder
+from memwell.memories.add import AddedMemory, MemoryKind, NewMemory
+from memwell.memories.edit import EditResult, MemoryPatch
+from memwell.pipeline.consolidate import ConsolidationConfig
 from memwell.retrieval.search import K_MAX
 from memwell.retrieval.service import build_retrieval
 
@@ -55,6 +61,8 @@ def build_deps(settings: Settings, *, tenant: str | None = None) -> tools.ToolDe
             client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         ),
         broker_url=redis_url,
+        documents=LazyEmbedder(partial(build_embedder, settings, threads=1)),
+        reconcile_policy=ConsolidationConfig.from_settings(settings).policy,
     )
 
 
@@ -123,6 +131,39 @@ def create_server(deps: tools.ToolDeps) -> MCPServer:
         with _readable_errors():
             return await tools.get_context(
                 deps, user_id=user_id, query=query, session_id=session_id
+            )
+
+    @server.tool()
+    async def add_memory(
+        user_id: UserId,
+        content: Annotated[str, Field(min_length=1, max_length=32_000)],
+        kind: MemoryKind = "fact",
+        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+        source: Annotated[str | None, Field(max_length=200)] = None,
+    ) -> AddedMemory:
+        """Store a fact you learned (from a tool, a document, the user) directly in
+        long-term memory, searchable at once. A duplicate reinforces the existing memory;
+        a changed fact supersedes the old one; the result says which."""
+        with _readable_errors():
+            memory = NewMemory(content=content, kind=kind, importance=importance, source=source)
+            return await tools.add_memory(deps, user_id=user_id, memory=memory)
+
+    @server.tool()
+    async def update_memory(
+        user_id: UserId,
+        memory_id: str,
+        content: Annotated[str | None, Field(min_length=1, max_length=32_000)] = None,
+        kind: MemoryKind | None = None,
+        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+    ) -> EditResult:
+        """Correct one memory (by the id recall returned): new content, kind or
+        importance. Its history keeps the old text; `collisions` lists memories the new
+        content comes close to, for you to resolve."""
+        with _readable_errors():
+            fields = {"content": content, "kind": kind, "importance": importance}
+            patch = MemoryPatch(**{k: v for k, v in fields.items() if v is not None})
+            return await tools.update_memory(
+                deps, user_id=user_id, memory_id=memory_id, patch=patch
             )
 
     return server

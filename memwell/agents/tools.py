@@ -23,9 +23,14 @@ from memwell.chat.context import build_context
 from memwell.core.errors import InvalidInput
 from memwell.core.settings import Settings
 from memwell.db.tenancy import async_tenant_session
+from memwell.embeddings.base import Embedder
 from memwell.intake.enqueue import enqueue_turns
 from memwell.intake.turns import TurnIn
+from memwell.memories.add import AddedMemory, NewMemory, add_memories
+from memwell.memories.edit import EditResult, MemoryPatch
+from memwell.memories.edit import update_memory as edit_memory
 from memwell.memories.service import delete_memory
+from memwell.pipeline.reconcile import ReconcilePolicy
 from memwell.retrieval.search import MemoryHit
 from memwell.retrieval.service import RetrievalDeps, retrieve
 
@@ -39,6 +44,9 @@ class ToolDeps:
     retrieval: RetrievalDeps
     buffer: SessionBuffer
     broker_url: str
+    #: embeds memories an agent stores or corrects; loaded on first use
+    documents: Embedder
+    reconcile_policy: ReconcilePolicy
 
 
 class Remembered(BaseModel):
@@ -89,6 +97,13 @@ async def remember(
     return Remembered(turn_id=ids[0], status="queued")
 
 
+def _memory_key(memory_id: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(memory_id)
+    except ValueError as exc:
+        raise InvalidInput(f"not a memory id: {memory_id!r}") from exc
+
+
 def _query(query: str) -> str:
     if not query.strip():
         raise InvalidInput("query must not be blank")
@@ -106,10 +121,7 @@ async def recall(deps: ToolDeps, *, user_id: str, query: str, k: int | None = No
 async def forget(deps: ToolDeps, *, user_id: str, memory_id: str) -> Forgotten:
     """Delete one of the user's memories, as DELETE /v1/memories/{id} does: tombstone,
     text removed, history kept with its content redacted."""
-    try:
-        key = uuid.UUID(memory_id)
-    except ValueError as exc:
-        raise InvalidInput(f"not a memory id: {memory_id!r}") from exc
+    key = _memory_key(memory_id)
     async with async_tenant_session(deps.sessions, deps.tenant) as session, session.begin():
         await delete_memory(
             session,
@@ -140,3 +152,26 @@ async def get_context(
         memories=result.memories,
         tokens=result.tokens,
     )
+
+
+async def add_memory(deps: ToolDeps, *, user_id: str, memory: NewMemory) -> AddedMemory:
+    """Store one memory now, reconciled like consolidation (the same path as
+    POST /v1/memories); searchable at once."""
+    async with async_tenant_session(deps.sessions, deps.tenant) as session, session.begin():
+        result = await add_memories(
+            session, tenant=deps.tenant, user_id=user_id, memories=[memory],
+            embedder=deps.documents, reconcile=True, policy=deps.reconcile_policy,
+        )  # fmt: skip
+    return result.results[0]
+
+
+async def update_memory(
+    deps: ToolDeps, *, user_id: str, memory_id: str, patch: MemoryPatch
+) -> EditResult:
+    """Correct one of the user's memories (the same path as PATCH /v1/memories/{id})."""
+    key = _memory_key(memory_id)
+    async with async_tenant_session(deps.sessions, deps.tenant) as session, session.begin():
+        return await edit_memory(
+            session, tenant=deps.tenant, memory_id=key, patch=patch, embedder=deps.documents,
+            merge_threshold=deps.settings.merge_threshold, user_id=user_id,
+        )  # fmt: skip

@@ -139,8 +139,10 @@ async def update_memory(
     patch: MemoryPatch,
     embedder: Embedder | None,
     merge_threshold: float,
+    user_id: str | None = None,
 ) -> EditResult:
-    """Apply the patch to one live memory of the tenant (the caller commits)."""
+    """Apply the patch to one live memory of the tenant (the caller commits). With
+    `user_id` (a caller acting for one user, such as an agent), it must be theirs."""
     changes = {k: getattr(patch, k) for k in patch.model_fields_set}
     if not changes:
         raise InvalidInput(
@@ -151,7 +153,7 @@ async def update_memory(
         .where(Memory.tenant == tenant, Memory.id == memory_id, Memory.deleted_at.is_(None))
         .with_for_update()
     )
-    if memory is None:
+    if memory is None or (user_id is not None and memory.user_id != user_id):
         raise NotFound(f"memory {memory_id} not found")
     for name in ("kind", "importance", "content"):
         if name in changes and changes[name] is None:

@@ -25,15 +25,23 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 from memwell.sdk.models import (
+    AddResult,
     ChatReply,
     ContextResult,
+    EditedMemory,
     ErasureReceipt,
     Memory,
     MemoryEvent,
+    MemoryPage,
+    Receipt,
     ScoredMemory,
     SearchResult,
+    SessionInfo,
+    SessionPage,
     TurnsAccepted,
     TurnStatus,
+    UserInfo,
+    UserPage,
 )
 
 T = TypeVar("T")
@@ -46,7 +54,7 @@ class Call(Generic[T]):
     parse: Callable[[Any], T]
     json: Any = None
     retryable: bool = False
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def _seg(value: str) -> str:
@@ -54,7 +62,7 @@ def _seg(value: str) -> str:
     return quote(str(value), safe="")
 
 
-def _drop_none(body: Mapping[str, Any]) -> dict[str, Any]:
+def drop_none(body: Mapping[str, Any]) -> dict[str, Any]:
     return {
         k: v.isoformat() if isinstance(v, datetime) else v for k, v in body.items() if v is not None
     }
@@ -78,7 +86,7 @@ def prepare_turns(turns: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Give every turn an id now, so a retried batch is the same batch."""
     prepared = []
     for turn in turns:
-        item = _drop_none(turn)
+        item = drop_none(turn)
         item.setdefault("id", new_turn_id())
         prepared.append(item)
     return prepared
@@ -100,7 +108,7 @@ def turn_status(turn_id: str) -> Call[TurnStatus]:
 
 
 def search(*, user_id: str, query: str, options: Mapping[str, Any]) -> Call[SearchResult]:
-    body = _drop_none({"user_id": user_id, "query": query, **options})
+    body = drop_none({"user_id": user_id, "query": query, **options})
 
     def parse(raw: Any) -> SearchResult:
         hits = [ScoredMemory.model_validate(h) for h in _items(raw, "hits", "memories", "results")]
@@ -113,7 +121,7 @@ def search(*, user_id: str, query: str, options: Mapping[str, Any]) -> Call[Sear
 def context(
     *, user_id: str, session_id: str | None, query: str, options: Mapping[str, Any]
 ) -> Call[ContextResult]:
-    body = _drop_none({"user_id": user_id, "session_id": session_id, "query": query, **options})
+    body = drop_none({"user_id": user_id, "session_id": session_id, "query": query, **options})
     return Call("POST", "/v1/context", ContextResult.model_validate, json=body, retryable=True)
 
 
@@ -146,3 +154,78 @@ def ready() -> Call[bool]:
     return Call(
         "GET", "/readyz", lambda raw: bool(raw and raw.get("status") == "ready"), retryable=True
     )
+
+
+def _query(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Query parameters without the unset ones; lists repeat the key."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if value is None or (isinstance(value, list | tuple) and not value):
+            continue
+        if isinstance(value, bool):
+            value = str(value).lower()
+        elif isinstance(value, datetime):
+            value = value.isoformat()
+        out[key] = list(value) if isinstance(value, list | tuple) else value
+    return out
+
+
+def list_memories(*, user_id: str, options: Mapping[str, Any]) -> Call[MemoryPage]:
+    params = _query({"user_id": user_id, **options})
+    return Call("GET", "/v1/memories", MemoryPage.model_validate, retryable=True, params=params)
+
+
+def add_memories(
+    *, user_id: str, memories: list[dict[str, Any]], reconcile: bool
+) -> Call[AddResult]:
+    # Not retried once sent: a reconciled add that ran twice reinforces twice.
+    body = {"user_id": user_id, "memories": memories, "reconcile": reconcile}
+    return Call("POST", "/v1/memories", AddResult.model_validate, json=body)
+
+
+def update_memory(memory_id: str, changes: Mapping[str, Any]) -> Call[EditedMemory]:
+    body = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in changes.items()}
+    return Call(
+        "PATCH", f"/v1/memories/{_seg(memory_id)}", EditedMemory.model_validate,
+        json=body, retryable=True,
+    )  # fmt: skip
+
+
+def list_sessions(*, user_id: str, limit: int, cursor: str | None) -> Call[SessionPage]:
+    params = _query({"user_id": user_id, "limit": limit, "cursor": cursor})
+    return Call("GET", "/v1/sessions", SessionPage.model_validate, retryable=True, params=params)
+
+
+def get_session(session_id: str, *, user_id: str) -> Call[SessionInfo]:
+    return Call(
+        "GET", f"/v1/sessions/{_seg(session_id)}", SessionInfo.model_validate,
+        retryable=True, params={"user_id": user_id},
+    )  # fmt: skip
+
+
+def close_session(session_id: str, *, user_id: str) -> Call[SessionInfo]:
+    return Call(
+        "POST", f"/v1/sessions/{_seg(session_id)}/close", SessionInfo.model_validate,
+        retryable=True, params={"user_id": user_id},
+    )  # fmt: skip
+
+
+def delete_session(session_id: str, *, user_id: str, with_memories: bool) -> Call[Receipt]:
+    return Call(
+        "DELETE", f"/v1/sessions/{_seg(session_id)}", Receipt.model_validate, retryable=True,
+        params={"user_id": user_id, "with_memories": str(with_memories).lower()},
+    )  # fmt: skip
+
+
+def list_users(*, limit: int, cursor: str | None) -> Call[UserPage]:
+    params = _query({"limit": limit, "cursor": cursor})
+    return Call("GET", "/v1/users", UserPage.model_validate, retryable=True, params=params)
+
+
+def get_user(user_id: str) -> Call[UserInfo]:
+    def parse(raw: Any) -> UserInfo:
+        data = dict(raw) if isinstance(raw, dict) else {}
+        data.setdefault("user_id", user_id)
+        return UserInfo.model_validate(data)
+
+    return Call("GET", f"/v1/users/{_seg(user_id)}", parse, retryable=True)

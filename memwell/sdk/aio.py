@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -33,14 +33,23 @@ from memwell.sdk._transport import (
     transport_error,
 )
 from memwell.sdk.models import (
+    AddedMemory,
+    AddResult,
     ChatReply,
     ContextResult,
+    EditedMemory,
     ErasureReceipt,
     Memory,
     MemoryEvent,
+    MemoryPage,
+    Receipt,
     SearchResult,
+    SessionInfo,
+    SessionPage,
     TurnsAccepted,
     TurnStatus,
+    UserInfo,
+    UserPage,
 )
 
 T = TypeVar("T")
@@ -205,6 +214,94 @@ class AsyncMemoryClient:
         """Erase everything about a user (turns, memories, history, sessions, buffers);
         returns the receipt with counts per store. Needs an admin-scoped key."""
         return await self._run(_ops.erase_user(user_id))
+
+    # --- memories: list, add, edit ------------------------------------------------------
+    async def list_memories(
+        self,
+        *,
+        user_id: str,
+        kinds: Sequence[str] | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        pinned: bool | None = None,
+        include: Sequence[str] = (),
+        sort: str = "newest",
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> MemoryPage:
+        """One page of the user's memories (newest, importance or strength first), with
+        the total; `include` may name "deleted" and "superseded". Pass the page's
+        `next_cursor` back as `cursor` for the next one."""
+        options = {
+            "kind": list(kinds or ()), "session_id": session_id, "agent_id": agent_id,
+            "created_after": created_after, "created_before": created_before,
+            "pinned": pinned, "include": list(include), "sort": sort, "limit": limit,
+            "cursor": cursor,
+        }  # fmt: skip
+        return await self._run(_ops.list_memories(user_id=user_id, options=options))
+
+    async def add_memories(
+        self,
+        *,
+        user_id: str,
+        memories: Iterable[Mapping[str, Any] | str],
+        reconcile: bool = True,
+    ) -> AddResult:
+        """Store up to 500 memories directly (a string is a fact's content; a mapping
+        may set kind, importance, metadata, pinned, expires_at, valid_from, valid_to,
+        session_id, agent_id, source). With `reconcile`, each is deduplicated, merged or
+        supersedes as consolidation would; each result says which. Searchable at once."""
+        items = [{"content": m} if isinstance(m, str) else _ops.drop_none(m) for m in memories]
+        return await self._run(
+            _ops.add_memories(user_id=user_id, memories=items, reconcile=reconcile)
+        )
+
+    async def add_memory(self, *, user_id: str, content: str, **fields: Any) -> AddedMemory:
+        """Store one memory directly (fields as in `add_memories`, plus `reconcile`)."""
+        reconcile = bool(fields.pop("reconcile", True))
+        memory = {"content": content, **fields}
+        added = await self.add_memories(user_id=user_id, memories=[memory], reconcile=reconcile)
+        return added.results[0]
+
+    async def update_memory(self, memory_id: str, **changes: Any) -> EditedMemory:
+        """Change content, kind, importance, metadata, pinned or expires_at (None clears
+        an expiry). New content is re-embedded; `collisions` lists live memories it now
+        comes close to. Each edit is an `update` event in the memory's history."""
+        return await self._run(_ops.update_memory(memory_id, changes))
+
+    # --- sessions and users -------------------------------------------------------------
+    async def list_sessions(
+        self, *, user_id: str, limit: int = 50, cursor: str | None = None
+    ) -> SessionPage:
+        """The user's sessions, most recently active first."""
+        return await self._run(_ops.list_sessions(user_id=user_id, limit=limit, cursor=cursor))
+
+    async def get_session(self, session_id: str, *, user_id: str) -> SessionInfo:
+        """A session's status, running summary, buffered turns and turn ids."""
+        return await self._run(_ops.get_session(session_id, user_id=user_id))
+
+    async def close_session(self, session_id: str, *, user_id: str) -> SessionInfo:
+        """Fold what is left into the session's summary now, as the idle job would."""
+        return await self._run(_ops.close_session(session_id, user_id=user_id))
+
+    async def delete_session(
+        self, session_id: str, *, user_id: str, with_memories: bool = False
+    ) -> Receipt:
+        """Delete a session's buffer, summary and turns (and, if asked, the memories it
+        produced); returns counts per store. Needs an admin-scoped key."""
+        return await self._run(
+            _ops.delete_session(session_id, user_id=user_id, with_memories=with_memories)
+        )
+
+    async def list_users(self, *, limit: int = 50, cursor: str | None = None) -> UserPage:
+        """The tenant's users with their memory and session counts."""
+        return await self._run(_ops.list_users(limit=limit, cursor=cursor))
+
+    async def get_user(self, user_id: str) -> UserInfo:
+        """One user's counts by kind, pending turns and last consolidation."""
+        return await self._run(_ops.get_user(user_id))
 
     async def ready(self) -> bool:
         """True when the API and its database and broker answer."""

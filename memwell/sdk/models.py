@@ -105,3 +105,63 @@ class ErasureReceipt(_Result):
     user_id: str
     counts: dict[str, int] = Field(default_factory=dict)
     erased_at: datetime | None = None
+
+
+class MemoryPage(_Result):
+    """One page of a user's memories; pass `next_cursor` back for the next one."""
+
+    memories: list[Memory] = Field(default_factory=list)
+    next_cursor: str | None = None
+    total: int = 0
+
+
+class AddedMemory(_Result):
+    """What became of one added memory: added, reinforced, merged or superseded."""
+
+    action: str
+    memory_id: str
+    #: merged: the memory it merged into; superseded: the memory it replaced
+    related_memory_id: str | None = None
+
+
+class AddResult(_Result):
+    results: list[AddedMemory] = Field(default_factory=list)
+    embedding_model: str | None = None
+
+
+class EditedMemory(Memory):
+    """The memory after an edit, and the live memories its new content comes close to
+    (each with memory_id, content, similarity, relation, reason)."""
+
+    collisions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class SessionInfo(_Result):
+    """A session: status, counts, last activity; `buffer` and `turn_ids` when read alone."""
+
+    id: str
+    status: str | None = None
+    turn_count: int | None = None
+    last_activity_at: datetime | None = None
+
+
+class SessionPage(_Result):
+    sessions: list[SessionInfo] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class UserInfo(_Result):
+    """A user of the tenant with their counts; more detail when read alone."""
+
+    user_id: str
+
+
+class UserPage(_Result):
+    users: list[UserInfo] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class Receipt(_Result):
+    """What a deletion removed, with counts per store."""
+
+    counts: dict[str, int] = Field(default_factory=dict)

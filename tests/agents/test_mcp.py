@@ -19,7 +19,7 @@ from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 from tests.support.live_api import free_port
 
-TOOLS = {"remember", "recall", "forget", "get_context"}
+TOOLS = {"remember", "recall", "forget", "get_context", "add_memory", "update_memory"}
 
 
 def _structured(result: Any) -> dict[str, Any]:
@@ -156,3 +156,46 @@ def test_streamable_http_serves_the_same_tools(
     assert names == TOOLS
     assert invalid.is_error  # schema validation: query must not be empty
     wait_for(lambda: _turn_status(db, ids["tenant"], stored["turn_id"]) == "processed", timeout=60)
+
+
+def test_stdio_add_and_correct_a_memory(stack_env: dict[str, str], ids: dict[str, str]) -> None:
+    tenant, user = ids["tenant"], ids["user"]
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memwell", "mcp", "--tenant", tenant],
+        env={**stack_env, "MEMWELL_LOG_LEVEL": "WARNING"},
+    )
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], Any]:
+        async with Client(params) as client:
+            added = _structured(
+                await client.call_tool(
+                    "add_memory",
+                    {"user_id": user, "content": "The user is allergic to peanuts.",
+                     "importance": 0.9, "source": "tool:allergy-check"},
+                )
+            )  # fmt: skip
+            memory_id = added["memory_id"]
+            fixed = _structured(
+                await client.call_tool(
+                    "update_memory",
+                    {"user_id": user, "memory_id": memory_id,
+                     "content": "The user is allergic to walnuts, not peanuts."},
+                )
+            )  # fmt: skip
+            found = _structured(
+                await client.call_tool("recall", {"user_id": user, "query": "allergies"})
+            )
+            foreign = await client.call_tool(
+                "update_memory",
+                {"user_id": user + "-other", "memory_id": memory_id, "importance": 0.1},
+            )
+            return added, fixed, found, foreign
+
+    added, fixed, found, foreign = asyncio.run(scenario())
+    assert added["action"] == "added"
+    assert fixed["content"] == "The user is allergic to walnuts, not peanuts."
+    assert found["memories"][0]["id"] == added["memory_id"]
+    assert "walnuts" in found["memories"][0]["content"]
+    assert foreign.is_error  # another user's memory is not found for this user
+    assert "not-found" in " ".join(getattr(part, "text", "") for part in foreign.content)
