@@ -18,6 +18,7 @@ from api.schemas import (
     SearchRequest,
     SearchResponse,
 )
+from memwell.auth.size_limits import check_memories
 from memwell.chat.context import build_context
 from memwell.intake.turns import Identifier, Instant
 from memwell.memories.add import MAX_BATCH, AddResult, MemoryKind, NewMemory, add_memories
@@ -160,6 +161,7 @@ async def post_memories(
 ) -> AddResult:
     """Stored and embedded before the response: searchable at once. With a remote
     embedding endpoint, the call includes its round trip."""
+    check_memories([(m.content, m.metadata) for m in body.memories], state.settings)
     async with state.sessions() as session, session.begin():
         return await add_memories(
             session, tenant=tenant, user_id=body.user_id, memories=body.memories,
@@ -173,6 +175,7 @@ async def patch_memory(
 ) -> EditResult:
     """A content change re-embeds the memory and reports the live memories it now
     collides with (a paraphrase, or a conflicting fact); it never merges them."""
+    check_memories([(body.content or "", body.metadata or {})], state.settings)
     async with state.sessions() as session, session.begin():
         return await update_memory(
             session, tenant=tenant, memory_id=memory_id, patch=body, embedder=state.documents,

@@ -9,6 +9,7 @@ API's body-limit middleware, before the body is read whole.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from memwell.core.errors import TooLarge
 from memwell.core.settings import Settings
@@ -36,5 +37,22 @@ def check_turns(turns: Sequence[TurnIn], settings: Settings) -> None:
         if size > settings.max_metadata_bytes:
             raise TooLarge(
                 f"turns[{index}].metadata is {size} bytes; "
+                f"the limit is {settings.max_metadata_bytes}"
+            )
+
+
+def check_memories(contents: Sequence[tuple[str, dict[str, Any]]], settings: Settings) -> None:
+    """Memories added or edited directly obey the same limits as turns: (content,
+    metadata) pairs, refused whole when any is over."""
+    for index, (content, metadata) in enumerate(contents):
+        if len(content) > settings.max_message_chars:
+            raise TooLarge(
+                f"memories[{index}].content is {len(content)} characters; "
+                f"the limit is {settings.max_message_chars}"
+            )
+        size = metadata_size(metadata)
+        if size > settings.max_metadata_bytes:
+            raise TooLarge(
+                f"memories[{index}].metadata is {size} bytes; "
                 f"the limit is {settings.max_metadata_bytes}"
             )

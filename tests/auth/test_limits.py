@@ -45,13 +45,18 @@ def test_message_size_hard_cap_is_422(api: TestClient) -> None:
     assert_problem(api.post("/v1/turns", json=turns), 422, "invalid-input")
 
 
-def test_message_size_setting_is_413(tight: TestClient) -> None:
+def test_message_size_setting_is_413(tight: TestClient, ids: dict[str, str]) -> None:
     body = {"user_id": "u", "session_id": "s", "message": "x" * 101}
     problem = assert_problem(tight.post("/v1/chat", json=body), 413, "too-large")
     assert "limit is 100" in problem["detail"]
     assert_problem(
         tight.post("/v1/turns", json={"turns": [_turn(content="y" * 101)]}), 413, "too-large"
     )
+    memories = {"user_id": ids["user"], "memories": [{"content": "ok"}, {"content": "z" * 101}]}
+    problem = assert_problem(tight.post("/v1/memories", json=memories), 413, "too-large")
+    assert "memories[1].content" in problem["detail"]
+    listed = tight.get("/v1/memories", params={"user_id": ids["user"]}).json()
+    assert listed["total"] == 0  # refused whole: not even the first memory was stored
 
 
 def test_batch_size_hard_cap_is_422(api: TestClient) -> None:
