@@ -101,6 +101,22 @@ def _not_a_number(value: object) -> object:
 #: A timestamp in a request: ISO-8601 text (or a datetime from Python callers).
 Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
 
+
+def _utc_if_naive(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+#: An Instant stored as given, read as UTC when it names no zone.
+AwareInstant = Annotated[Instant, AfterValidator(_utc_if_naive)]
+#: Text to remember: a turn's or a memory's content.
+Content = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_CONTENT_CHARS),
+    AfterValidator(lambda value: check_text(value, "content")),
+]
+#: Free-form JSON kept with a turn or a memory.
+Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
+
 #: Event times further out than this are client clock or unit bugs, not history.
 MAX_FUTURE_SKEW = timedelta(days=1)
 MIN_EVENT_TIME = datetime(1970, 1, 1, tzinfo=UTC)

@@ -17,20 +17,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from memwell.db.models import MemoryEvent
 from memwell.embeddings.base import Embedder
-from memwell.intake.turns import (
-    MAX_CONTENT_CHARS,
-    Identifier,
-    Instant,
-    check_metadata,
-    check_text,
-)
+from memwell.intake.turns import AwareInstant, Content, Identifier, Metadata
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.importance import score_text
 from memwell.pipeline.reconcile import Outcome, ReconcilePolicy, lock_users, reconcile_batch
@@ -46,17 +40,17 @@ class NewMemory(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    content: Content
     kind: MemoryKind = "fact"
     importance: float | None = Field(
         default=None, ge=0, le=1, description="None: scored like a consolidated turn."
     )
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     session_id: Identifier | None = None
     agent_id: Identifier | None = None
-    valid_from: Instant | None = Field(default=None, description="Default: now.")
-    valid_to: Instant | None = None
-    expires_at: Instant | None = None
+    valid_from: AwareInstant | None = Field(default=None, description="Default: now.")
+    valid_to: AwareInstant | None = None
+    expires_at: AwareInstant | None = None
     pinned: bool = False
     source: str | None = Field(
         default=None, max_length=200, description="Where it came from, e.g. 'crm-import'."
@@ -66,24 +60,9 @@ class NewMemory(BaseModel):
         max_length=1000,
         description="Provenance: the turns it came from (an import keeps them).",
     )
-    created_at: Instant | None = Field(
+    created_at: AwareInstant | None = Field(
         default=None, description="Default: now (an import keeps the original)."
     )
-
-    @field_validator("content")
-    @classmethod
-    def _content_is_text(cls, value: str) -> str:
-        return check_text(value, "content")
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata_is_plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return check_metadata(value)
-
-    @field_validator("valid_from", "valid_to", "expires_at", "created_at")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
     @model_validator(mode="after")
     def _validity_in_order(self) -> NewMemory:

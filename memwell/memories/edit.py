@@ -14,7 +14,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -22,7 +22,7 @@ from memwell.core.errors import Conflict, InvalidInput, NotFound
 from memwell.core.text import content_hash
 from memwell.db.models import Memory, MemoryEvent
 from memwell.embeddings.base import Embedder
-from memwell.intake.turns import MAX_CONTENT_CHARS, Instant, check_metadata, check_text
+from memwell.intake.turns import AwareInstant, Content, Metadata
 from memwell.memories.add import MemoryKind
 from memwell.memories.record import MemoryRecord
 from memwell.pipeline.dedup import fact_guard
@@ -35,27 +35,12 @@ class MemoryPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT_CHARS)
+    content: Content | None = None
     kind: MemoryKind | None = None
     importance: float | None = Field(default=None, ge=0, le=1)
-    metadata: dict[str, Any] | None = Field(default=None, description="Replaces the metadata.")
+    metadata: Metadata | None = Field(default=None, description="Replaces the metadata.")
     pinned: bool | None = None
-    expires_at: Instant | None = None
-
-    @field_validator("content")
-    @classmethod
-    def _content_is_text(cls, value: str | None) -> str | None:
-        return None if value is None else check_text(value, "content").strip()
-
-    @field_validator("metadata")
-    @classmethod
-    def _metadata_is_plain_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else check_metadata(value)
-
-    @field_validator("expires_at")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+    expires_at: AwareInstant | None = None
 
 
 class Collision(BaseModel):
@@ -159,7 +144,7 @@ async def update_memory(
         if name in changes and changes[name] is None:
             raise InvalidInput(f"{name} cannot be null")
     old_content = memory.content
-    new_content = changes.get("content")
+    new_content = changes["content"].strip() if changes.get("content") else None
     vector = None
     if new_content is not None and new_content != old_content:
         vector = await _reembed(session, memory, new_content, embedder)
