@@ -20,3 +20,18 @@ def test_import_contracts_hold(repo_root: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
+
+
+def test_bench_never_imports_the_tests(repo_root: Path) -> None:
+    import ast
+
+    offenders = []
+    for path in (repo_root / "bench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            offenders += [f"{path}: {n}" for n in names if n.split(".")[0] == "tests"]
+    assert offenders == []
