@@ -43,6 +43,20 @@ def _problem_response(description: str) -> dict[str, Any]:
     }
 
 
+def _not_nullable(parameter: dict[str, Any]) -> None:
+    """An optional query parameter is absent, never null (a query string has no null):
+    say so with `required: false` alone, not with `anyOf: [X, null]`, which also made
+    fuzzers send a one-element array, indistinguishable on the wire from a valid X."""
+    schema = parameter.get("schema", {})
+    options = schema.get("anyOf")
+    if parameter.get("in") != "query" or not isinstance(options, list):
+        return
+    kept = [o for o in options if o.get("type") != "null"]
+    if len(kept) == 1 and len(kept) < len(options):
+        rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
+        parameter["schema"] = {**kept[0], **rest}
+
+
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema:
         return app.openapi_schema
@@ -50,6 +64,8 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     doc.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
     for path, operations in doc.get("paths", {}).items():
         for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                _not_nullable(parameter)
             responses = operation.setdefault("responses", {})
             if path.startswith("/v1/"):
                 for status, description in COMMON_ERRORS.items():

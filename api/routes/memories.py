@@ -55,6 +55,7 @@ async def post_context(
     result = await build_context(
         state.retrieval,
         state.chat.buffer,
+        state.sessions,
         tenant=tenant,
         user_id=body.user_id,
         session_id=body.session_id,
@@ -124,34 +125,48 @@ class AddMemoriesRequest(BaseModel):
     )
 
 
+class MemoryListQuery(BaseModel):
+    """A closed model: a parameter the list does not know is refused, never ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Identifier
+    kind: list[MemoryKind] | None = None
+    session_id: Identifier | None = None
+    agent_id: Identifier | None = None
+    created_after: Instant | None = None
+    created_before: Instant | None = None
+    pinned: bool | None = None
+    include: list[Literal["deleted", "superseded"]] | None = Field(
+        default=None, description="Also list tombstoned and/or superseded memories."
+    )
+    sort: Sort = "newest"
+    limit: int = Field(default=50, ge=1, le=MAX_PAGE)
+    #: room for any cursor the service issues (long non-ASCII ids, escaped)
+    cursor: str | None = Field(
+        default=None, max_length=8192, description="The previous page's `next_cursor`."
+    )
+
+    def filters(self) -> MemoryFilters:
+        include = set(self.include or ())
+        return MemoryFilters(
+            kinds=tuple(self.kind) if self.kind else None, session_id=self.session_id,
+            agent_id=self.agent_id, created_after=self.created_after,
+            created_before=self.created_before, pinned=self.pinned,
+            include_deleted="deleted" in include, include_superseded="superseded" in include,
+        )  # fmt: skip
+
+
 @router.get("/memories", summary="List a user's memories, paged")
 async def get_memories(
-    state: StateDep,
-    tenant: ReadTenantDep,
-    user_id: Identifier,
-    kind: Annotated[list[MemoryKind] | None, Query()] = None,
-    session_id: Identifier | None = None,
-    agent_id: Identifier | None = None,
-    created_after: Instant | None = None,
-    created_before: Instant | None = None,
-    pinned: bool | None = None,
-    include: Annotated[list[Literal["deleted", "superseded"]] | None, Query()] = None,
-    sort: Sort = "newest",
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    cursor: Annotated[str | None, Query(max_length=2000)] = None,
+    query: Annotated[MemoryListQuery, Query()], state: StateDep, tenant: ReadTenantDep
 ) -> MemoryPage:
     """Newest first by default (or by importance or strength), with a total and a
     keyset cursor that stays stable while memories are added."""
-    filters = MemoryFilters(
-        kinds=tuple(kind) if kind else None, session_id=session_id, agent_id=agent_id,
-        created_after=created_after, created_before=created_before, pinned=pinned,
-        include_deleted="deleted" in (include or ()),
-        include_superseded="superseded" in (include or ()),
-    )  # fmt: skip
     async with state.sessions() as session:
         return await list_memories(
-            session, tenant=tenant, user_id=user_id, filters=filters, sort=sort,
-            limit=limit, cursor=cursor,
+            session, tenant=tenant, user_id=query.user_id, filters=query.filters(),
+            sort=query.sort, limit=query.limit, cursor=query.cursor,
         )  # fmt: skip
 
 

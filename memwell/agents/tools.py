@@ -141,6 +141,7 @@ async def get_context(
     result = await build_context(
         deps.retrieval,
         deps.buffer,
+        deps.sessions,
         tenant=deps.tenant,
         user_id=user_id,
         query=_query(query),

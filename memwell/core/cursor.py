@@ -28,7 +28,8 @@ def decode_cursor(cursor: str, scope: Mapping[str, str]) -> list[Any]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         data = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+    # RecursionError: a forged cursor of deeply nested arrays ("[[[[...").
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidCursor("malformed cursor") from exc
     if not isinstance(data, dict) or not isinstance(data.get("k"), list):
         raise InvalidCursor("malformed cursor")

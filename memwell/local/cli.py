@@ -9,13 +9,13 @@ import tempfile
 from pathlib import Path
 
 import click
-from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core import stack
 from memwell.core.errors import MemwellError
 from memwell.core.logs import configure_logging, wants_json
 from memwell.core.metrics import MULTIPROC_ENV
 from memwell.core.settings import get_settings
+from memwell.local.admin_cli import dlq, keys
 from memwell.local.maintenance_cli import maintenance
 
 log = logging.getLogger("memwell")
@@ -139,51 +139,6 @@ def up(with_demo: bool, exit_after_demo: bool) -> None:
     )
 
 
-@main.group()
-def dlq() -> None:
-    """Dead letters: tasks that failed for good."""
-
-
-@dlq.command("list")
-@click.option("--all", "include_replayed", is_flag=True, help="Include replayed letters.")
-@click.option("--limit", type=int, default=50, show_default=True)
-def dlq_list(include_replayed: bool, limit: int) -> None:
-    """Show dead letters, newest first."""
-    from memwell.intake.dead_letters import list_dead_letters
-
-    with _sessions().begin() as session:
-        letters = list_dead_letters(session, include_replayed=include_replayed, limit=limit)
-        if not letters:
-            click.echo("no dead letters")
-        for d in letters:
-            state = f"replayed {d.replayed_at:%Y-%m-%d %H:%M}" if d.replayed_at else "open"
-            click.echo(
-                f"{d.id:>6}  {d.created_at:%Y-%m-%d %H:%M:%S}  {d.task_name}  "
-                f"tenant={d.tenant or '-'}  {state}\n        {d.error[:200]}"
-            )
-
-
-@dlq.command("replay")
-@click.argument("ids", nargs=-1, type=int)
-@click.option("--all", "replay_all", is_flag=True, help="Replay every open letter.")
-def dlq_replay(ids: tuple[int, ...], replay_all: bool) -> None:
-    """Re-send dead letters (by id, or --all) to their tasks."""
-    from memwell.intake.dead_letters import replay_dead_letters
-    from memwell.intake.dispatch import send_by_name
-
-    if not ids and not replay_all:
-        raise click.UsageError("give dead-letter ids, or --all")
-    with _sessions().begin() as session:
-        done = replay_dead_letters(session, send_by_name, ids=list(ids) if ids else None)
-    click.echo(f"replayed {len(done)}: {', '.join(map(str, done)) or '-'}")
-
-
-def _sessions() -> sessionmaker[Session]:
-    from memwell.db.engine import make_engine, make_sessionmaker
-
-    return make_sessionmaker(make_engine(stack.database_url(get_settings()), pool_size=1))
-
-
 @main.command()
 @click.option(
     "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
@@ -201,25 +156,46 @@ def mcp(transport: str, host: str, port: int, tenant: str | None) -> None:
 @main.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
-    "--format", "fmt", type=click.Choice(["jsonl", "locomo"]), default="jsonl", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "locomo", "memwell"]),
+    default="jsonl",
+    show_default=True,
+    help="jsonl, locomo: turns, consolidated by the workers; memwell: a `memwell export` "
+    "file, whose live memories are added directly.",
 )
-@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+@click.option(
+    "--tenant", default=None, help="Default: the file's (memwell), else MEMWELL_DEFAULT_TENANT."
+)
+@click.option("--user", "user_id", default=None, help="memwell: import as this user.")
 @click.option(
     "--batch-size",
     type=int,
     default=None,
     help="Turns per task (default MEMWELL_EMBED_BATCH, so one consolidation batch covers "
-    "each task's turns).",
+    "each task's turns); memwell: memories per transaction (at most 500).",
 )
 @click.option("--wait/--no-wait", default=True, help="Follow consolidation to the end.")
 @click.option("--timeout", type=float, default=3600.0, show_default=True, help="Seconds to wait.")
 def import_(
-    file: Path, fmt: str, tenant: str | None, batch_size: int | None, wait: bool, timeout: float
+    file: Path,
+    fmt: str,
+    tenant: str | None,
+    user_id: str | None,
+    batch_size: int | None,
+    wait: bool,
+    timeout: float,
 ) -> None:
-    """Import turns from FILE (JSONL of turns, or a LoCoMo file) through the workers."""
+    """Import turns from FILE (JSONL of turns, or a LoCoMo file) through the workers, or
+    a user's memories from a `memwell export` file."""
     from memwell.db.engine import make_engine, make_sessionmaker
     from memwell.local.bulk_import import load, run_import
 
+    if fmt == "memwell":
+        _import_memories(file, tenant=tenant, user_id=user_id, batch_size=batch_size)
+        return
+    if user_id is not None:
+        raise click.UsageError("--user applies to --format memwell only")
     settings = get_settings()
     try:
         turns = load(file, fmt)
@@ -243,6 +219,42 @@ def import_(
         raise SystemExit(1)
 
 
+def _import_memories(
+    file: Path, *, tenant: str | None, user_id: str | None, batch_size: int | None
+) -> None:
+    from memwell.local.memory_files import import_file
+
+    try:
+        summary = import_file(
+            get_settings(), file, tenant=tenant, user_id=user_id, batch_size=batch_size
+        )
+    except MemwellError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(summary.render())
+
+
+@main.command()
+@click.option("--user", "user_id", required=True, help="Whose memories.")
+@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+@click.option(
+    "--include-superseded",
+    is_flag=True,
+    help="Also superseded and deleted memories (their `state` says which).",
+)
+def export(user_id: str, tenant: str | None, include_superseded: bool) -> None:
+    """Write a user's memories to standard output as JSON Lines: a header, then one
+    memory per line with its state and history. Progress goes to standard error."""
+    from memwell.local.memory_files import export_file
+
+    settings = get_settings()
+    resolved = tenant or settings.default_tenant
+    header = export_file(
+        settings, sys.stdout, tenant=resolved, user_id=user_id,
+        include_superseded=include_superseded,
+    )  # fmt: skip
+    click.echo(f"exported {header.count} memories of {resolved}/{user_id}", err=True)
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(as_json: bool) -> None:
@@ -264,64 +276,8 @@ def status(as_json: bool) -> None:
 
 
 main.add_command(maintenance)
-
-
-@main.group()
-def keys() -> None:
-    """Manage API keys (stored hashed; a key's secret is shown only when created)."""
-
-
-@keys.command("create")
-@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
-@click.option("--name", required=True, help="What the key is for, e.g. 'billing-app prod'.")
-@click.option(
-    "--scope",
-    "scopes",
-    multiple=True,
-    type=click.Choice(["read", "write", "admin"]),
-    default=("read", "write"),
-    show_default=True,
-)
-def keys_create(tenant: str | None, name: str, scopes: tuple[str, ...]) -> None:
-    """Create a key bound to one tenant and print it (once)."""
-    from memwell.auth.keys import create_key
-
-    with _sessions().begin() as session:
-        created = create_key(
-            session, tenant=tenant or get_settings().default_tenant, name=name, scopes=scopes
-        )
-    click.echo(created.key)
-    click.echo(
-        f"id {created.id}  tenant {created.tenant}  scopes {','.join(created.scopes)}  "
-        "(store the key now: only its hash is kept)",
-        err=True,
-    )
-
-
-@keys.command("list")
-@click.option("--tenant", default=None, help="Only this tenant's keys.")
-def keys_list(tenant: str | None) -> None:
-    """List keys: id, display prefix, tenant, name, scopes, created, revoked."""
-    from memwell.auth.keys import list_keys
-
-    with _sessions()() as session:
-        for k in list_keys(session, tenant=tenant):
-            revoked = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live"
-            click.echo(
-                f"{k.id}  {k.prefix}…  {k.tenant}  {k.name!r}  {','.join(k.scopes)}  "
-                f"created {k.created_at:%Y-%m-%d %H:%M}  {revoked}"
-            )
-
-
-@keys.command("revoke")
-@click.argument("key_id")
-def keys_revoke(key_id: str) -> None:
-    """Revoke a key by id or display prefix; it stops working at once."""
-    from memwell.auth.keys import revoke_key
-
-    with _sessions().begin() as session:
-        when = revoke_key(session, key_id=key_id)
-    click.echo(f"revoked at {when.isoformat()}")
+main.add_command(dlq)
+main.add_command(keys)
 
 
 @main.command("erase-user")

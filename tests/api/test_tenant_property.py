@@ -4,8 +4,9 @@ API calls; no call ever returns or changes another tenant's data.
 Each generated case is one API call against a prepared dataset: three tenants that
 share user ids and turn ids (the hardest case for a forgotten filter), with seeded
 memories and turns. Checks per case: statuses of turns of other tenants read as
-unknown, recalled memories all carry the caller's tenant marker, erasure and
-writes touch only the caller's tenant. At the end, every seeded row of every tenant
+unknown, recalled memories all carry the caller's tenant marker, sessions and users
+listed or read are the caller's own, erasure and writes touch only the caller's
+tenant. At the end, every seeded row of every tenant
 is checked against what that tenant itself did.
 
 The default run is MEMWELL_PROPERTY_EXAMPLES=200 cases; the issue's 10,000:
@@ -108,13 +109,20 @@ safe_text = st.text(
     alphabet=st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")), max_size=40
 )
 status = st.tuples(st.just("status"), st.sampled_from(ALL_TURN_IDS))
+SESSION_IDS = ("seed", "w", *(f"prop-{i}" for i in range(len(MARKERS))))
 # Weighted by cost: a chat embeds and calls the model, a status read is one query.
 actions = st.one_of(
     status,
     status,
+    st.tuples(st.just("sessions"), st.sampled_from(USERS + VICTIMS)),
+    st.tuples(st.just("session"), st.sampled_from(USERS + VICTIMS), st.sampled_from(SESSION_IDS)),
+    st.tuples(st.just("users"), st.integers(1, 3)),
+    st.tuples(st.just("user"), st.sampled_from(USERS + VICTIMS)),
     st.tuples(st.just("chat"), st.sampled_from(USERS), st.sampled_from(TOPICS), safe_text),
     st.tuples(st.just("write"), st.sampled_from(ALL_TURN_IDS), st.sampled_from(USERS), safe_text),
     st.tuples(st.just("erase"), st.sampled_from(VICTIMS)),
+    st.tuples(st.just("list"), st.sampled_from(USERS + VICTIMS)),
+    st.tuples(st.just("patch"), st.integers(0, len(MARKERS) - 1), st.sampled_from(USERS)),
 )
 
 
@@ -172,6 +180,106 @@ def _check_erase(api: TestClient, w: World, me: int, victim: str) -> None:
     w.erased.add((w.tenants[me], victim))
 
 
+def _own_sessions(me: int) -> set[str]:
+    """The sessions tenant `me` can have: its chats' and its writes' (seeded turns have
+    no session row)."""
+    return {f"prop-{me}", "w"}
+
+
+def _check_sessions(api: TestClient, w: World, me: int, user: str) -> None:
+    response = api.get("/v1/sessions", params={"user_id": user}, headers=w.headers[me])
+    assert response.status_code == 200, response.text
+    assert {s["id"] for s in response.json()["sessions"]} <= _own_sessions(me)
+
+
+def _check_session(api: TestClient, w: World, me: int, user: str, session_id: str) -> None:
+    tenant = w.tenants[me]
+    response = api.get(
+        f"/v1/sessions/{session_id}", params={"user_id": user}, headers=w.headers[me]
+    )
+    if session_id == "seed":
+        # Seeded turns never change: exactly this tenant's turns of this user.
+        seeded = {tid for tid, owner in w.turns[tenant].items() if owner == user}
+        if not seeded:
+            assert response.status_code == 404, response.text
+        else:
+            assert set(response.json()["turn_ids"]) == seeded, response.text
+    elif session_id not in _own_sessions(me):
+        # Another tenant's chat session with this very id: not ours to see.
+        assert response.status_code == 404, response.text
+    elif response.status_code == 200:
+        body = response.json()
+        if session_id == "w":
+            mine = {tid for tid, u in w.written.get(tenant, {}).items() if u == user}
+            assert set(body["turn_ids"]) <= mine, (body, mine)
+        for turn in body["buffer"]["turns"]:
+            assert not [m for m in MARKERS if m != MARKERS[me] and m in turn["content"]]
+    else:
+        assert response.status_code == 404, response.text
+
+
+def _check_users(api: TestClient, w: World, me: int, limit: int) -> None:
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": limit, **({"cursor": cursor} if cursor else {})}
+        response = api.get("/v1/users", params=params, headers=w.headers[me])
+        assert response.status_code == 200, response.text
+        page = response.json()
+        seen += [u["user_id"] for u in page["users"]]
+        assert all(u["session_count"] <= len(_own_sessions(me)) for u in page["users"])
+        if (cursor := page["next_cursor"]) is None:
+            break
+    assert len(seen) == len(set(seen))
+    # An erased victim is gone here, though other tenants still hold a user of that id.
+    assert set(seen) <= set(USERS + VICTIMS) - {v for t, v in w.erased if t == w.tenants[me]}
+
+
+def _check_user(api: TestClient, w: World, me: int, user: str) -> None:
+    response = api.get(f"/v1/users/{user}", headers=w.headers[me])
+    if (w.tenants[me], user) in w.erased:
+        assert response.status_code == 404, response.text
+    else:
+        assert response.status_code == 200, response.text
+        assert response.json()["session_count"] <= len(_own_sessions(me))
+
+
+def _check_list(api: TestClient, w: World, me: int, user: str) -> None:
+    response = api.get(
+        "/v1/memories",
+        params={"user_id": user, "include": ["deleted", "superseded"], "limit": 500},
+        headers=w.headers[me],
+    )
+    assert response.status_code == 200, response.text
+    listed = response.json()["memories"]
+    assert response.json()["total"] == len(listed)
+    if listed and w.db is not None:
+        with w.db() as session:
+            owners = session.execute(
+                select(Memory.tenant, Memory.user_id).where(
+                    Memory.id.in_([m["id"] for m in listed])
+                )
+            ).all()
+        assert set(owners) == {(w.tenants[me], user)}, owners
+
+
+def _check_patch(api: TestClient, w: World, me: int, owner: int, user: str) -> None:
+    """Edit a memory of tenant `owner` as tenant `me`: only the owner may."""
+    assert w.db is not None
+    with w.db() as session:
+        target = session.scalar(
+            select(Memory.id).where(
+                Memory.tenant == w.tenants[owner], Memory.user_id == user,
+                Memory.deleted_at.is_(None),
+            ).limit(1)
+        )  # fmt: skip
+    if target is None:
+        return
+    response = api.patch(f"/v1/memories/{target}", json={"importance": 0.42},
+                         headers=w.headers[me])  # fmt: skip
+    assert response.status_code == (200 if owner == me else 404), response.text
+
+
 def _verify_rows(db: sessionmaker[Session], w: World) -> None:
     """Every seeded row of every tenant is as that tenant's own calls left it."""
     with db() as session:
@@ -220,6 +328,12 @@ def test_no_call_reaches_another_tenant(
             "chat": _check_chat,
             "write": _check_write,
             "erase": _check_erase,
+            "sessions": _check_sessions,
+            "session": _check_session,
+            "users": _check_users,
+            "user": _check_user,
+            "list": _check_list,
+            "patch": _check_patch,
         }[kind](api, world, me, *args)
 
     case()

@@ -83,6 +83,8 @@ def test_list_filters_sorts_and_refuses_bad_paging(
     assert_problem(other, 400, "invalid-cursor")
     assert_problem(api.get("/v1/memories", params={"user_id": user, "cursor": "%%%"}),
                    400, "invalid-cursor")  # fmt: skip
+    unknown = api.get("/v1/memories", params={"user_id": user, "kinds": "event"})
+    assert "kinds" in str(assert_problem(unknown, 422, "invalid-input")["errors"])
     too_big = api.get("/v1/memories", params={"user_id": user, "limit": 501})
     assert "limit" in str(assert_problem(too_big, 422, "invalid-input")["errors"])
     # Another tenant's key sees none of these memories.

@@ -1,0 +1,113 @@
+"""Operator commands on the store: API keys and dead letters."""
+
+from __future__ import annotations
+
+import click
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.core import stack
+from memwell.core.settings import get_settings
+
+
+def operator_sessions() -> sessionmaker[Session]:
+    """Sessions as the connecting role: these commands span tenants."""
+    from memwell.db.engine import make_engine, make_sessionmaker
+
+    return make_sessionmaker(make_engine(stack.database_url(get_settings()), pool_size=1))
+
+
+@click.group()
+def dlq() -> None:
+    """Dead letters: tasks that failed for good."""
+
+
+@dlq.command("list")
+@click.option("--all", "include_replayed", is_flag=True, help="Include replayed letters.")
+@click.option("--limit", type=int, default=50, show_default=True)
+def dlq_list(include_replayed: bool, limit: int) -> None:
+    """Show dead letters, newest first."""
+    from memwell.intake.dead_letters import list_dead_letters
+
+    with operator_sessions().begin() as session:
+        letters = list_dead_letters(session, include_replayed=include_replayed, limit=limit)
+        if not letters:
+            click.echo("no dead letters")
+        for d in letters:
+            state = f"replayed {d.replayed_at:%Y-%m-%d %H:%M}" if d.replayed_at else "open"
+            click.echo(
+                f"{d.id:>6}  {d.created_at:%Y-%m-%d %H:%M:%S}  {d.task_name}  "
+                f"tenant={d.tenant or '-'}  {state}\n        {d.error[:200]}"
+            )
+
+
+@dlq.command("replay")
+@click.argument("ids", nargs=-1, type=int)
+@click.option("--all", "replay_all", is_flag=True, help="Replay every open letter.")
+def dlq_replay(ids: tuple[int, ...], replay_all: bool) -> None:
+    """Re-send dead letters (by id, or --all) to their tasks."""
+    from memwell.intake.dead_letters import replay_dead_letters
+    from memwell.intake.dispatch import send_by_name
+
+    if not ids and not replay_all:
+        raise click.UsageError("give dead-letter ids, or --all")
+    with operator_sessions().begin() as session:
+        done = replay_dead_letters(session, send_by_name, ids=list(ids) if ids else None)
+    click.echo(f"replayed {len(done)}: {', '.join(map(str, done)) or '-'}")
+
+
+@click.group()
+def keys() -> None:
+    """Manage API keys (stored hashed; a key's secret is shown only when created)."""
+
+
+@keys.command("create")
+@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+@click.option("--name", required=True, help="What the key is for, e.g. 'billing-app prod'.")
+@click.option(
+    "--scope",
+    "scopes",
+    multiple=True,
+    type=click.Choice(["read", "write", "admin"]),
+    default=("read", "write"),
+    show_default=True,
+)
+def keys_create(tenant: str | None, name: str, scopes: tuple[str, ...]) -> None:
+    """Create a key bound to one tenant and print it (once)."""
+    from memwell.auth.keys import create_key
+
+    with operator_sessions().begin() as session:
+        created = create_key(
+            session, tenant=tenant or get_settings().default_tenant, name=name, scopes=scopes
+        )
+    click.echo(created.key)
+    click.echo(
+        f"id {created.id}  tenant {created.tenant}  scopes {','.join(created.scopes)}  "
+        "(store the key now: only its hash is kept)",
+        err=True,
+    )
+
+
+@keys.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's keys.")
+def keys_list(tenant: str | None) -> None:
+    """List keys: id, display prefix, tenant, name, scopes, created, revoked."""
+    from memwell.auth.keys import list_keys
+
+    with operator_sessions()() as session:
+        for k in list_keys(session, tenant=tenant):
+            revoked = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "live"
+            click.echo(
+                f"{k.id}  {k.prefix}…  {k.tenant}  {k.name!r}  {','.join(k.scopes)}  "
+                f"created {k.created_at:%Y-%m-%d %H:%M}  {revoked}"
+            )
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+def keys_revoke(key_id: str) -> None:
+    """Revoke a key by id or display prefix; it stops working at once."""
+    from memwell.auth.keys import revoke_key
+
+    with operator_sessions().begin() as session:
+        when = revoke_key(session, key_id=key_id)
+    click.echo(f"revoked at {when.isoformat()}")
