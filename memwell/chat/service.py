@@ -10,16 +10,14 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from memwell.buffer.session_buffer import BufferSnapshot, SessionBuffer
 from memwell.chat.assembly import assemble_context
-from memwell.core.background import spawn
-from memwell.core.logs import current_request_id
+from memwell.chat.exchange import Exchange, remember_exchange
 from memwell.core.metrics import observe_chat_timings, record_llm_call
 from memwell.core.settings import Settings
 from memwell.core.timing import Stopwatch
-from memwell.intake.turns import IngestPayload, TurnIn, new_turn_id
+from memwell.intake.turns import IngestPayload
 from memwell.llm import ChatModel, ModelRequest
 from memwell.retrieval.search import MemoryHit
 from memwell.retrieval.service import RetrievalDeps, retrieve
@@ -85,53 +83,22 @@ async def chat(
             completion_tokens=reply.completion_tokens,
         )
 
-    now = datetime.now(UTC)
-    user_turn = TurnIn(
-        id=new_turn_id(),
-        user_id=user_id,
-        session_id=session_id,
-        role="user",
-        content=message,
-        created_at=now,
-    )
-    assistant_turn = TurnIn(
-        id=new_turn_id(),
-        user_id=user_id,
-        session_id=session_id,
-        role="assistant",
-        content=reply.content or "(empty reply)",
-        created_at=now,
-    )
-    payload = IngestPayload(
-        tenant=tenant, turns=[user_turn, assistant_turn], request_id=current_request_id()
-    )
-    buffered = [
-        deps.buffer.make_turn(
-            turn_id=t.id, role=t.role, content=t.content, created_at=now.isoformat()
-        )
-        for t in (user_turn, assistant_turn)
-    ]
-    # Two independent writes, each its own round trip: neither waits for the other.
-    evicted, _ = await asyncio.gather(
-        watch.timed("buffer_append", deps.buffer.append(tenant, user_id, session_id, buffered)),
-        watch.timed("enqueue", asyncio.to_thread(deps.send, payload)),
-    )
-    if evicted and deps.summarize is not None:
-        # After the ingest of this exchange (the worker retries until the evicted turns
-        # are stored, so the order only saves a retry), and not awaited: the summary is
-        # derived data, which close-idle rebuilds from the stored turns anyway, so the
-        # reply does not wait for it.
-        ids = [t.turn_id for t in evicted]
-        spawn(
-            asyncio.to_thread(deps.summarize, tenant, user_id, session_id, ids),
-            what=f"the summary request for {len(ids)} evicted turns",
-        )
+    turn_ids = await remember_exchange(
+        buffer=deps.buffer,
+        send=deps.send,
+        summarize=deps.summarize,
+        exchange=Exchange(
+            tenant=tenant, user_id=user_id, session_id=session_id, message=message,
+            reply=reply.content,
+        ),
+        watch=watch,
+    )  # fmt: skip
     watch.lap("total", t0)
     observe_chat_timings(watch.timings)
     return ChatResult(
         reply=reply.content,
         model=reply.model,
         memories=context.memories,
-        turn_ids=[user_turn.id, assistant_turn.id],
+        turn_ids=turn_ids,
         timings_ms=watch.timings,
     )
