@@ -28,6 +28,7 @@ from memwell.core.errors import (
     TooLarge,
     Unauthorized,
 )
+from memwell.llm.upstream import UpstreamError
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +48,32 @@ STATUS_BY_ERROR: dict[type[MemwellError], int] = {
 }
 
 
+#: The OpenAI-compatible door: its clients (the `openai` SDKs) read OpenAI's error shape.
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+
+
 def problem(
     status: int,
     code: str,
     title: str,
     detail: Any = None,
     headers: Mapping[str, str] | None = None,
+    *,
+    path: str = "",
     **extra: Any,
 ) -> JSONResponse:
     body: dict[str, Any] = {"type": PROBLEM_BASE + code, "title": title, "status": status}
     if detail is not None:
         body["detail"] = detail
     body.update(extra)
+    media_type = "application/problem+json"
+    if path in OPENAI_PATHS:
+        # The same problem, plus the member OpenAI's clients parse.
+        message = detail if isinstance(detail, str) else title
+        body["error"] = {"message": message, "type": code, "param": None, "code": code}
+        media_type = "application/json"
     return JSONResponse(
-        jsonable_encoder(body),
-        status_code=status,
-        media_type="application/problem+json",
-        headers=headers,
+        jsonable_encoder(body), status_code=status, media_type=media_type, headers=headers
     )
 
 
@@ -75,22 +85,49 @@ def _headers_for(exc: MemwellError) -> Mapping[str, str] | None:
     return None
 
 
-async def _memwell_error(_: Request, exc: Exception) -> JSONResponse:
+def status_of(exc: MemwellError) -> int:
+    return next((s for t, s in STATUS_BY_ERROR.items() if isinstance(exc, t)), 500)
+
+
+def problem_body(exc: Exception) -> dict[str, Any]:
+    """The problem an error would have answered with, as a body alone: for a stream,
+    whose status line went out before the error happened."""
+    if not isinstance(exc, MemwellError):
+        return {"type": PROBLEM_BASE + "internal", "title": "Internal error", "status": 500}
+    return {
+        "type": PROBLEM_BASE + exc.code, "title": type(exc).__name__,
+        "status": status_of(exc), "detail": str(exc),
+    }  # fmt: skip
+
+
+async def _memwell_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, MemwellError)
-    status = next((s for t, s in STATUS_BY_ERROR.items() if isinstance(exc, t)), 500)
-    return problem(status, exc.code, type(exc).__name__, str(exc), headers=_headers_for(exc))
+    status = status_of(exc)
+    return problem(
+        status, exc.code, type(exc).__name__, str(exc), headers=_headers_for(exc),
+        path=request.url.path,
+    )  # fmt: skip
 
 
-async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def _upstream_error(_: Request, exc: Exception) -> JSONResponse:
+    """The model endpoint's own refusal, passed on with its status and Retry-After."""
+    assert isinstance(exc, UpstreamError)
+    headers = {"Retry-After": exc.retry_after} if exc.retry_after else None
+    return JSONResponse(exc.body, status_code=exc.status, headers=headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
         {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")}
         for e in exc.errors()
     ]
-    return problem(422, "invalid-input", "Request validation failed", errors=errors)
+    return problem(
+        422, "invalid-input", "Request validation failed", errors=errors, path=request.url.path
+    )
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = {
         400: "bad-request",
@@ -98,7 +135,9 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
         405: "method-not-allowed",
         413: "too-large",
     }.get(exc.status_code, "http-error")
-    return problem(exc.status_code, code, str(exc.detail), headers=exc.headers)
+    return problem(
+        exc.status_code, code, str(exc.detail), headers=exc.headers, path=request.url.path
+    )
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
@@ -108,6 +147,7 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(MemwellError, _memwell_error)
+    app.add_exception_handler(UpstreamError, _upstream_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -13,7 +13,7 @@ from api.errors import install_error_handlers
 from api.observability import RequestContextMiddleware
 from api.observability import router as metrics_router
 from api.openapi import install_openapi
-from api.routes import chat, health, memories, sessions, turns, users
+from api.routes import chat, health, memories, openai_compat, sessions, turns, users
 from api.state import build_state
 from memwell.core.settings import Settings, get_settings
 
@@ -44,6 +44,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.max_body_bytes)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(metrics_router)
-    for module in (health, chat, turns, memories, sessions, users):
+    for module in (health, chat, openai_compat, turns, memories, sessions, users):
         app.include_router(module.router)
     return app

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from memwell.auth.key_cache import KeyCache
 from memwell.auth.rate_limit import RateLimiter
 from memwell.buffer.session_buffer import SessionBuffer
+from memwell.chat.completions import CompletionsDeps
 from memwell.chat.service import ChatDeps
 from memwell.core import stack
 from memwell.core.redis_clients import async_client
@@ -31,6 +32,7 @@ from memwell.intake.dispatch import send_ingest, send_summarize
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload
 from memwell.llm import build_chat_model
+from memwell.llm.factory import build_upstream
 from memwell.pipeline.consolidate import ConsolidationConfig
 from memwell.pipeline.reconcile import ReconcilePolicy
 from memwell.retrieval.service import RetrievalDeps, build_retrieval
@@ -49,6 +51,8 @@ class AppState:
     documents: Embedder
     #: the reconcile rule of consolidation, for memories added directly
     reconcile_policy: ReconcilePolicy
+    #: the OpenAI-compatible door and the model behind it
+    completions: CompletionsDeps
     chat_broker_url: str
     # Sync pool for the outbox: accepted turns are persisted (in a worker thread)
     # before the API answers; see memwell/intake/postgres_outbox.py.
@@ -70,6 +74,7 @@ class AppState:
     key_cache: KeyCache
 
     async def aclose(self) -> None:
+        await self.completions.upstream.aclose()
         await self.retrieval.reads.close()
         await self.redis.aclose()
         await self.engine.dispose()
@@ -128,6 +133,15 @@ def build_state(settings: Settings) -> AppState:
         chat=deps,
         documents=LazyEmbedder(partial(build_embedder, settings, threads=1)),
         reconcile_policy=ConsolidationConfig.from_settings(settings).policy,
+        completions=CompletionsDeps(
+            retrieval=retrieval,
+            buffer=buffer,
+            upstream=build_upstream(settings),
+            redis=client,
+            send=deps.send,
+            summarize=deps.summarize,
+            context_budget=settings.context_token_budget,
+        ),
         chat_broker_url=redis_url,
         outbox_engine=outbox_engine,
         accept=accept,

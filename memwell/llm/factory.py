@@ -6,6 +6,7 @@ from memwell.core.settings import Settings
 from memwell.llm.base import ChatModel
 from memwell.llm.openai_chat import OpenAIChatModel
 from memwell.llm.recall import RecallResponder
+from memwell.llm.upstream import HttpUpstream, LocalUpstream, Upstream
 
 
 def build_chat_model(settings: Settings) -> ChatModel:
@@ -15,6 +16,19 @@ def build_chat_model(settings: Settings) -> ChatModel:
     return OpenAIChatModel(
         model=settings.chat_model,
         base_url=settings.openai_base_url,
+        api_key=key,
+        timeout_s=settings.llm_timeout_s,
+    )
+
+
+def build_upstream(settings: Settings) -> Upstream:
+    """The model behind the OpenAI-compatible door: the configured endpoint, or the
+    local recall responder."""
+    if not settings.llm_mode:
+        return LocalUpstream()
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    return HttpUpstream(
+        base_url=settings.openai_base_url or "https://api.openai.com/v1",
         api_key=key,
         timeout_s=settings.llm_timeout_s,
     )

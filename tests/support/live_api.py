@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from memwell.core.settings import get_settings
+from memwell.core.settings import Settings, get_settings
 from memwell.local.waiting import wait_for
 
 
@@ -22,13 +22,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_api() -> Iterator[str]:
+def serve_api(settings: Settings | None = None) -> Iterator[str]:
+    """The API on a free loopback port; `settings` default to the test stack's."""
     from api.main import create_app
 
     port = free_port()
     config = uvicorn.Config(
-        create_app(get_settings()), host="127.0.0.1", port=port, log_config=None, lifespan="on"
-    )
+        create_app(settings or get_settings()), host="127.0.0.1", port=port, log_config=None,
+        lifespan="on",
+    )  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="live-api", daemon=True)
     thread.start()

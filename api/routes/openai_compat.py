@@ -1,0 +1,114 @@
+"""POST /v1/chat/completions and GET /v1/models: OpenAI's Chat Completions wire format,
+with memory. An app changes its client's `base_url` (and key) and keeps its code.
+
+Who is speaking: the request's `user` field, or the `X-Memwell-User` header (or
+`metadata.memwell_user`); which session: the `X-Memwell-Session` header (or
+`metadata.memwell_session`), else "default". `Idempotency-Key` makes a retried request
+harmless. Errors here come in OpenAI's shape (`{"error": {...}}`), which this door's
+clients parse (api/errors.py).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from api.deps import ReadTenantDep, StateDep, WriteTenantDep
+from memwell.chat.completions import Caller, complete, open_stream
+from memwell.core.errors import InvalidInput
+from memwell.intake.turns import Identifier
+
+router = APIRouter(prefix="/v1", tags=["openai-compatible"])
+_IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    """What apps send; every field Memwell does not read is forwarded as it came."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {"model": "gpt-4o-mini", "user": "u1", "stream": False,
+                 "messages": [{"role": "system", "content": "You are a travel agent."},
+                              {"role": "user", "content": "Book me a window seat to Porto."}]}
+            ]
+        },
+    )  # fmt: skip
+
+    model: str = Field(min_length=1, max_length=200)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
+    stream: bool = False
+    user: str | None = Field(default=None, max_length=200)
+    metadata: dict[str, Any] | None = None
+
+
+def _identifier(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        return _IDENTIFIER.validate_python(value)
+    except ValidationError as exc:
+        raise InvalidInput(f"{what} is not a valid id: {exc.errors()[0]['msg']}") from exc
+
+
+def _caller(
+    tenant: str,
+    body: ChatCompletionRequest,
+    user_header: str | None,
+    session_header: str | None,
+    idempotency_key: str | None,
+) -> Caller:
+    metadata = body.metadata or {}
+    user = _identifier(body.user or user_header or metadata.get("memwell_user"), "the user")
+    if user is None:
+        raise InvalidInput(
+            "say whose memory this is: the `user` field or the X-Memwell-User header"
+        )
+    session = _identifier(session_header or metadata.get("memwell_session"), "the session")
+    return Caller(
+        tenant=tenant, user_id=user, session_id=session or "default",
+        idempotency_key=idempotency_key,
+    )  # fmt: skip
+
+
+@router.post("/chat/completions", summary="OpenAI-compatible chat completion, with memory")
+async def chat_completions(
+    body: ChatCompletionRequest,
+    state: StateDep,
+    tenant: WriteTenantDep,
+    x_memwell_user: Annotated[str | None, Header(max_length=200)] = None,
+    x_memwell_session: Annotated[str | None, Header(max_length=200)] = None,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> Any:
+    """The app's request, forwarded to the configured model with the user's memories
+    injected as quoted data; streamed when `stream` is true."""
+    caller = _caller(tenant, body, x_memwell_user, x_memwell_session, idempotency_key)
+    raw = body.model_dump(mode="json", exclude_unset=True)
+    # Memwell's own keys stay here; the upstream gets the app's metadata only.
+    metadata = {k: v for k, v in (body.metadata or {}).items() if not k.startswith("memwell_")}
+    if metadata:
+        raw["metadata"] = metadata
+    else:
+        raw.pop("metadata", None)
+    if body.stream:
+        events = await open_stream(state.completions, caller, raw)
+        return StreamingResponse(
+            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+    return JSONResponse(await complete(state.completions, caller, raw))
+
+
+@router.get("/models", summary="The models this door answers with")
+async def models(state: StateDep, tenant: ReadTenantDep) -> Any:
+    return JSONResponse(await state.completions.upstream.models())
