@@ -92,6 +92,12 @@ def test_sync_client_gets_memory_injected_and_tools_passed_through(
     user_turn, reply_turn = _turns(db, ids["tenant"], "trip")
     assert user_turn.content == "What am I allergic to? Plan my flight meals."
     assert reply_turn.content == "Noted: no peanuts on the flight."
+    session = httpx.get(
+        f"{door}/v1/sessions/trip", params={"user_id": user},
+        headers={"Authorization": f"Bearer {tenant_key}"},
+    ).json()  # fmt: skip
+    buffered = [t["content"] for t in session["buffer"]["turns"]]
+    assert buffered == [user_turn.content, reply_turn.content]  # the short-term tier too
 
 
 def test_streaming_relays_chunks_and_usage_then_remembers(
