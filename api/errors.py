@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from api.openapi import OPENAI_PATHS
 from memwell.core.errors import (
     ConfigurationError,
     Conflict,
@@ -46,10 +47,6 @@ STATUS_BY_ERROR: dict[type[MemwellError], int] = {
     ServiceUnavailable: 503,
     ConfigurationError: 500,
 }
-
-
-#: The OpenAI-compatible door: its clients (the `openai` SDKs) read OpenAI's error shape.
-OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
 
 
 def problem(

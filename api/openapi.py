@@ -36,7 +36,27 @@ COMMON_ERRORS = {
 }
 
 
-def _problem_response(description: str) -> dict[str, Any]:
+#: The OpenAI-compatible door answers errors in OpenAI's shape (api/errors.py), the
+#: upstream's own errors included.
+OPENAI_ERROR_SCHEMA: dict[str, Any] = {
+    "title": "OpenAIError",
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message"],
+            "properties": {"message": {"type": "string"}},
+        }
+    },
+}
+OPENAI_PATHS = ("/v1/chat/completions", "/v1/models")
+
+
+def _problem_response(description: str, path: str = "") -> dict[str, Any]:
+    if path in OPENAI_PATHS:
+        schema = {"$ref": "#/components/schemas/OpenAIError"}
+        return {"description": description, "content": {"application/json": {"schema": schema}}}
     return {
         "description": description,
         "content": {"application/problem+json": {"schema": PROBLEM_REF}},
@@ -62,6 +82,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         return app.openapi_schema
     doc = get_openapi(title=app.title, version=app.version, routes=app.routes)
     doc.setdefault("components", {}).setdefault("schemas", {})["Problem"] = PROBLEM_SCHEMA
+    doc["components"]["schemas"]["OpenAIError"] = OPENAI_ERROR_SCHEMA
     for path, operations in doc.get("paths", {}).items():
         for operation in operations.values():
             for parameter in operation.get("parameters", []):
@@ -69,7 +90,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             responses = operation.setdefault("responses", {})
             if path.startswith("/v1/"):
                 for status, description in COMMON_ERRORS.items():
-                    responses[status] = _problem_response(description)
+                    responses[status] = _problem_response(description, path)
                 responses["429"]["headers"] = {
                     "Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}
                 }

@@ -30,6 +30,10 @@ class ChatRequest(BaseModel):
     user_id: Identifier
     session_id: Identifier
     message: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    stream: bool = Field(
+        default=False,
+        description="Answer with Server-Sent Events as the reply is produced, not one JSON.",
+    )
 
     @field_validator("message")
     @classmethod

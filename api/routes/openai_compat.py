@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from api.deps import ReadTenantDep, StateDep, WriteTenantDep
+from api.sse import EventStream
 from memwell.chat.completions import Caller, complete, open_stream
 from memwell.core.errors import InvalidInput
 from memwell.intake.turns import Identifier
@@ -102,10 +103,9 @@ async def chat_completions(
     else:
         raw.pop("metadata", None)
     if body.stream:
-        events = await open_stream(state.completions, caller, raw)
-        return StreamingResponse(
-            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
+        # EventStream closes the relay as soon as the client hangs up, so the partial
+        # reply is remembered then, not whenever the generator is collected.
+        return EventStream(await open_stream(state.completions, caller, raw))
     return JSONResponse(await complete(state.completions, caller, raw))
 
 

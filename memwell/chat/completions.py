@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +137,7 @@ async def complete(deps: CompletionsDeps, caller: Caller, body: JsonObject) -> J
 
 async def open_stream(
     deps: CompletionsDeps, caller: Caller, body: JsonObject
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """Server-sent events of the upstream's stream. The first chunk is awaited here, so
     an upstream refusal is raised before any byte is sent (with its own status)."""
     prepared = await prepare(deps, caller, body)
@@ -152,7 +152,7 @@ async def _relay(
     message: str,
     first: JsonObject | None,
     chunks: AsyncIterator[JsonObject],
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     parts: list[str] = []
     finished = False
     try:

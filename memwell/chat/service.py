@@ -1,7 +1,8 @@
 """The thin chat path: buffer + retrieval concurrently, assemble, answer, remember.
 
 Nothing expensive happens here besides the model call: consolidation (importance,
-extraction, dedup, embedding of the new turns) is enqueued to the workers.
+extraction, dedup, embedding of the new turns) is enqueued to the workers. The
+streamed answer (memwell/chat/stream.py) shares the reads and the assembly.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memwell.buffer.session_buffer import BufferSnapshot, SessionBuffer
-from memwell.chat.assembly import assemble_context
+from memwell.chat.assembly import AssembledContext, assemble_context
 from memwell.chat.exchange import Exchange, remember_exchange
 from memwell.core.metrics import observe_chat_timings, record_llm_call
 from memwell.core.settings import Settings
@@ -45,12 +46,17 @@ class ChatResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
-async def chat(
-    deps: ChatDeps, *, tenant: str, user_id: str, session_id: str, message: str
-) -> ChatResult:
-    """Answer one user message with both memory tiers, then remember the exchange."""
-    watch = Stopwatch()
-    t0 = time.perf_counter()
+async def gather_context(
+    deps: ChatDeps,
+    *,
+    tenant: str,
+    user_id: str,
+    session_id: str,
+    message: str,
+    watch: Stopwatch,
+) -> AssembledContext:
+    """Read the session buffer and retrieve memories concurrently; assemble them and the
+    message inside the token budget."""
 
     async def read_buffer() -> BufferSnapshot:
         started = time.perf_counter()
@@ -70,18 +76,39 @@ async def chat(
         recent=snapshot.turns,
         budget=deps.settings.context_token_budget,
     )
-    started = watch.lap("assemble", started)
+    watch.lap("assemble", started)
+    return context
+
+
+def count_model_call(
+    deps: ChatDeps, *, tenant: str, prompt_tokens: int, completion_tokens: int, ok: bool = True
+) -> None:
+    """Count one call to the model endpoint (the local recall responder is no model)."""
+    if deps.settings.llm_mode:
+        record_llm_call(
+            stage="chat", tenant=tenant, prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens, ok=ok,
+        )  # fmt: skip
+
+
+async def chat(
+    deps: ChatDeps, *, tenant: str, user_id: str, session_id: str, message: str
+) -> ChatResult:
+    """Answer one user message with both memory tiers, then remember the exchange."""
+    watch = Stopwatch()
+    t0 = time.perf_counter()
+    context = await gather_context(
+        deps, tenant=tenant, user_id=user_id, session_id=session_id, message=message, watch=watch
+    )
+    started = time.perf_counter()
     reply = await deps.model.complete(
         ModelRequest(messages=context.messages, memories=context.memories)
     )
-    started = watch.lap("model", started)
-    if deps.settings.llm_mode:
-        record_llm_call(
-            stage="chat",
-            tenant=tenant,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-        )
+    watch.lap("model", started)
+    count_model_call(
+        deps, tenant=tenant, prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+    )  # fmt: skip
 
     turn_ids = await remember_exchange(
         buffer=deps.buffer,

@@ -1,21 +1,24 @@
-"""Work a request starts and does not wait for (access tracking, summary requests)."""
+"""Work a request starts and does not wait for (access tracking, summary requests), or
+waits for without letting its own cancellation stop it (a streamed chat's write)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The loop keeps only weak references to its tasks: without these, one could be
 # collected mid-flight.
 _pending: set[asyncio.Task[Any]] = set()
 
 
-def spawn(work: Coroutine[Any, Any, Any], *, what: str) -> None:
-    """Run `work` on the running loop; a failure is logged as `what`, never raised."""
+def spawn(work: Coroutine[Any, Any, T], *, what: str) -> asyncio.Task[T]:
+    """Run `work` on the running loop; a failure is logged as `what`, never raised here.
+    The task is returned for a caller that awaits it through `asyncio.shield`."""
     task = asyncio.get_running_loop().create_task(work)
     _pending.add(task)
 
@@ -25,3 +28,4 @@ def spawn(work: Coroutine[Any, Any, Any], *, what: str) -> None:
             log.warning("%s failed: %s", what, t.exception())
 
     task.add_done_callback(_done)
+    return task

@@ -45,8 +45,8 @@ HTTP_REQUEST_SECONDS = Histogram(
 )
 CHAT_STAGE_SECONDS = Histogram(
     "memwell_chat_stage_duration_seconds",
-    "Chat path stage timings: buffer, embed, retrieve, assemble, model, buffer_append and "
-    "enqueue (concurrent), total.",
+    "Chat path stage timings: buffer, embed, retrieve, assemble, first_token (streamed), "
+    "model, buffer_append and enqueue (concurrent), total.",
     ["stage"],
     buckets=_FAST,
 )

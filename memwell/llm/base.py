@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,7 +25,21 @@ class ModelReply:
     completion_tokens: int = 0
 
 
+@dataclass
+class StreamUsage:
+    """What a stream reports besides its text (the answering model, the tokens), filled
+    in as it goes: an endpoint sends usage only in its last chunk, if at all."""
+
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
 class ChatModel(Protocol):
     name: str
 
     async def complete(self, request: ModelRequest) -> ModelReply: ...
+
+    def stream(self, request: ModelRequest, usage: StreamUsage | None = None) -> AsyncIterator[str]:
+        """The reply as text deltas, in order; `usage`, when given, is filled in."""
+        ...

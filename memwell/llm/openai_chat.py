@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import openai
 
 from memwell.core.errors import ServiceUnavailable
-from memwell.llm.base import ModelReply, ModelRequest
+from memwell.llm.base import ModelReply, ModelRequest, StreamUsage
+
+
+@contextmanager
+def _endpoint_errors() -> Iterator[None]:
+    """The endpoint's failures as ServiceUnavailable, the same for a reply and a stream."""
+    try:
+        yield
+    except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError) as exc:
+        raise ServiceUnavailable(f"model endpoint unavailable: {exc}") from exc
+    except openai.APIStatusError as exc:
+        raise ServiceUnavailable(f"model endpoint answered {exc.status_code}") from exc
+    except openai.APIError as exc:  # an error event inside a stream
+        raise ServiceUnavailable(f"model endpoint failed: {exc.message}") from exc
 
 
 class OpenAIChatModel:
@@ -31,14 +46,10 @@ class OpenAIChatModel:
 
     async def complete(self, request: ModelRequest) -> ModelReply:
         messages: Any = request.messages
-        try:
+        with _endpoint_errors():
             response = await self._client.chat.completions.create(
                 model=self.name, messages=messages
             )
-        except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError) as exc:
-            raise ServiceUnavailable(f"model endpoint unavailable: {exc}") from exc
-        except openai.APIStatusError as exc:
-            raise ServiceUnavailable(f"model endpoint answered {exc.status_code}") from exc
         choice = response.choices[0]
         usage = response.usage
         return ModelReply(
@@ -47,6 +58,30 @@ class OpenAIChatModel:
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
         )
+
+    async def stream(
+        self, request: ModelRequest, usage: StreamUsage | None = None
+    ) -> AsyncIterator[str]:
+        messages: Any = request.messages
+        report = usage or StreamUsage(model=self.name)
+        with _endpoint_errors():
+            chunks = await self._client.chat.completions.create(
+                model=self.name,
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        # Closing the stream releases the connection, also when our caller stops early.
+        async with chunks:
+            with _endpoint_errors():
+                async for chunk in chunks:
+                    report.model = chunk.model or report.model
+                    if chunk.usage is not None:
+                        report.prompt_tokens = chunk.usage.prompt_tokens
+                        report.completion_tokens = chunk.usage.completion_tokens
+                    for choice in chunk.choices:
+                        if choice.index == 0 and choice.delta.content:
+                            yield choice.delta.content
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -7,7 +7,9 @@ memory would hand a real model.
 
 from __future__ import annotations
 
-from memwell.llm.base import ModelReply, ModelRequest
+from collections.abc import AsyncIterator
+
+from memwell.llm.base import ModelReply, ModelRequest, StreamUsage
 
 LABEL = "[memwell local recall — no model endpoint configured]"
 
@@ -15,7 +17,7 @@ LABEL = "[memwell local recall — no model endpoint configured]"
 class RecallResponder:
     name = "memwell-local-recall"
 
-    async def complete(self, request: ModelRequest) -> ModelReply:
+    def _text(self, request: ModelRequest) -> str:
         if not request.memories:
             body = "I have nothing in long-term memory that matches this yet."
         else:
@@ -24,4 +26,14 @@ class RecallResponder:
                 for m in request.memories
             ]
             body = "Here is what I remember that seems relevant:\n" + "\n".join(lines)
-        return ModelReply(content=f"{LABEL}\n{body}", model=self.name)
+        return f"{LABEL}\n{body}"
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        return ModelReply(content=self._text(request), model=self.name)
+
+    async def stream(
+        self, request: ModelRequest, usage: StreamUsage | None = None
+    ) -> AsyncIterator[str]:
+        # Line by line: the same text as `complete`, in the pieces a stream would bring.
+        for line in self._text(request).splitlines(keepends=True):
+            yield line

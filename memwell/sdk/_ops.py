@@ -97,6 +97,12 @@ def chat(*, user_id: str, session_id: str, message: str) -> Call[ChatReply]:
     return Call("POST", "/v1/chat", ChatReply.model_validate, json=body)
 
 
+def chat_stream(*, user_id: str, session_id: str, message: str) -> Call[None]:
+    # Read event by event as it arrives (memwell/sdk/_events.py), never parsed whole.
+    body = {"user_id": user_id, "session_id": session_id, "message": message, "stream": True}
+    return Call("POST", "/v1/chat", lambda raw: None, json=body)
+
+
 def add_turns(turns: list[dict[str, Any]]) -> Call[TurnsAccepted]:
     return Call(
         "POST", "/v1/turns", TurnsAccepted.model_validate, json={"turns": turns}, retryable=True

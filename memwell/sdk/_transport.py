@@ -67,15 +67,24 @@ def decode(response: httpx.Response, request_id: str) -> Any:
             body = parsed
     except ValueError:
         pass
-    type_uri = str(body.get("type", ""))
-    cls = error_class(response.status_code, type_uri)
-    raise cls(
+    raise problem_error(
         response.status_code,
-        title=str(body.get("title", response.reason_phrase)),
+        body,
+        title=response.reason_phrase,
+        request_id=response.headers.get("X-Request-ID", request_id),
+    )
+
+
+def problem_error(status: int, body: dict[str, Any], *, title: str, request_id: str) -> APIError:
+    """The APIError subclass for a problem body (`title` when the body has none)."""
+    type_uri = str(body.get("type", ""))
+    return error_class(status, type_uri)(
+        status,
+        title=str(body.get("title", title)),
         detail=body.get("detail"),
         type_uri=type_uri,
         body=body,
-        request_id=response.headers.get("X-Request-ID", request_id),
+        request_id=request_id,
     )
 
 

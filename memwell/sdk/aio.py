@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import httpx
 
 from memwell.sdk import _ops
+from memwell.sdk._events import STREAM_HEADERS, EventReader
 from memwell.sdk._transport import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -36,6 +37,7 @@ from memwell.sdk.models import (
     AddedMemory,
     AddResult,
     ChatReply,
+    ChatStreamEvent,
     ContextResult,
     EditedMemory,
     ErasureReceipt,
@@ -127,6 +129,30 @@ class AsyncMemoryClient:
         """A reply grounded in the session buffer and long-term memory; the exchange
         is remembered. Not retried once sent (it is not idempotent)."""
         return await self._run(_ops.chat(user_id=user_id, session_id=session_id, message=message))
+
+    async def chat_stream(
+        self, *, user_id: str, session_id: str, message: str
+    ) -> AsyncIterator[ChatStreamEvent]:
+        """`chat`, as the reply is produced: a `memories` event, `token` events (each a
+        `delta` of the reply), then `done` (turn_ids, model, timings_ms). A failure
+        mid-way raises the mapped APIError; its `body` holds the `turn_ids` of what was
+        remembered. Not retried once sent; stopping early remembers what was produced."""
+        call = _ops.chat_stream(user_id=user_id, session_id=session_id, message=message)
+        request_id = _ops.new_turn_id()
+        headers = {**self._headers, **STREAM_HEADERS, "X-Request-ID": request_id}
+        try:
+            async with self._http.stream(
+                call.method, call.path, json=call.json, headers=headers
+            ) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    decode(response, request_id)
+                reader = EventReader(request_id)
+                async for line in response.aiter_lines():
+                    if (event := reader.feed(line)) is not None:
+                        yield event
+        except httpx.TransportError as exc:
+            raise transport_error(exc, call.method, call.path) from exc
 
     # --- memory for your own model loop -------------------------------------------------
     async def add_turns(self, turns: Iterable[Mapping[str, Any]]) -> TurnsAccepted:

@@ -17,7 +17,7 @@ safe to repeat are retried on connection errors, 429 and 502-504 (see `_ops`).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import httpx
 
 from memwell.sdk import _ops
+from memwell.sdk._events import STREAM_HEADERS, EventReader
 from memwell.sdk._transport import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
@@ -39,6 +40,7 @@ from memwell.sdk.models import (
     AddedMemory,
     AddResult,
     ChatReply,
+    ChatStreamEvent,
     ContextResult,
     EditedMemory,
     ErasureReceipt,
@@ -130,6 +132,30 @@ class MemoryClient:
         """A reply grounded in the session buffer and long-term memory; the exchange
         is remembered. Not retried once sent (it is not idempotent)."""
         return self._run(_ops.chat(user_id=user_id, session_id=session_id, message=message))
+
+    def chat_stream(
+        self, *, user_id: str, session_id: str, message: str
+    ) -> Iterator[ChatStreamEvent]:
+        """`chat`, as the reply is produced: a `memories` event, `token` events (each a
+        `delta` of the reply), then `done` (turn_ids, model, timings_ms). A failure
+        mid-way raises the mapped APIError; its `body` holds the `turn_ids` of what was
+        remembered. Not retried once sent; stopping early remembers what was produced."""
+        call = _ops.chat_stream(user_id=user_id, session_id=session_id, message=message)
+        request_id = _ops.new_turn_id()
+        headers = {**self._headers, **STREAM_HEADERS, "X-Request-ID": request_id}
+        try:
+            with self._http.stream(
+                call.method, call.path, json=call.json, headers=headers
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    decode(response, request_id)
+                reader = EventReader(request_id)
+                for line in response.iter_lines():
+                    if (event := reader.feed(line)) is not None:
+                        yield event
+        except httpx.TransportError as exc:
+            raise transport_error(exc, call.method, call.path) from exc
 
     # --- memory for your own model loop -------------------------------------------------
     def add_turns(self, turns: Iterable[Mapping[str, Any]]) -> TurnsAccepted:

@@ -40,6 +40,18 @@ class ChatReply(_Result):
     timings_ms: dict[str, float] = Field(default_factory=dict)
 
 
+class ChatStreamEvent(_Result):
+    """One event of a streamed chat: `memories` (the memories used) first, then a
+    `token` per piece of the reply (`delta`), then `done` (turn_ids, model, timings_ms)."""
+
+    event: str
+    memories: list[ScoredMemory] = Field(default_factory=list)
+    delta: str = ""
+    turn_ids: list[str] = Field(default_factory=list)
+    model: str | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+
+
 class TurnsAccepted(_Result):
     accepted: int
     turn_ids: list[str]
