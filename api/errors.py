@@ -1,6 +1,8 @@
 """Every error leaves as application/problem+json (RFC 9457) with a stable `type`.
 
-This is the one place that maps domain errors to HTTP.
+This is the one place that maps domain errors to HTTP. A lost connection to Redis or
+Postgres, raised by whichever layer met it, is a 503 with Retry-After here (the
+client retries the same request), never a 500.
 """
 
 from __future__ import annotations
@@ -9,6 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import kombu.exceptions
+import psycopg
+import psycopg_pool
+import redis.exceptions
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -77,8 +84,56 @@ def problem(
 def _headers_for(exc: MemwellError) -> Mapping[str, str] | None:
     if isinstance(exc, Unauthorized):
         return {"WWW-Authenticate": 'Bearer realm="memwell"'}
-    if isinstance(exc, RateLimited):
+    if isinstance(exc, RateLimited | ServiceUnavailable):
         return {"Retry-After": str(exc.retry_after_s)}
+    return None
+
+
+#: The classes a backing service's connectivity failure arrives as; `unavailable`
+#: decides for the ones that also carry other failures (a constraint violation is a
+#: DBAPIError too).
+BACKING_SERVICE_ERRORS: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,  # BusyLoadingError, MaxConnectionsError too
+    redis.exceptions.TimeoutError,
+    sqlalchemy.exc.DBAPIError,
+    sqlalchemy.exc.TimeoutError,  # the engine's pool is exhausted
+    psycopg.Error,
+    psycopg_pool.PoolTimeout,
+    kombu.exceptions.OperationalError,
+)
+
+#: SQLSTATE classes and codes that mean "no usable connection": connection exception,
+#: shutting down / starting up, too many connections.
+_LOST_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def _lost_postgres(exc: BaseException | None) -> bool:
+    if isinstance(exc, psycopg_pool.PoolTimeout | psycopg.InterfaceError):
+        return True
+    if isinstance(exc, psycopg.OperationalError):
+        # No SQLSTATE: the client itself lost (or never had) the connection.
+        return exc.sqlstate is None or exc.sqlstate.startswith(_LOST_SQLSTATES)
+    return False
+
+
+def unavailable(exc: BaseException) -> ServiceUnavailable | None:
+    """The 503 a connectivity failure of Redis, Postgres or the broker stands for;
+    None for any other error."""
+    if isinstance(exc, ServiceUnavailable):
+        return exc
+    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+        return ServiceUnavailable("Redis is unavailable; retry later")
+    if isinstance(exc, kombu.exceptions.OperationalError):
+        return ServiceUnavailable("the broker is unavailable; retry later")
+    if isinstance(exc, sqlalchemy.exc.TimeoutError):
+        return ServiceUnavailable("Postgres connections are exhausted; retry later")
+    if isinstance(exc, sqlalchemy.exc.DBAPIError):
+        lost = exc.connection_invalidated or _lost_postgres(exc.orig)
+        if lost or isinstance(exc, sqlalchemy.exc.InterfaceError):
+            return ServiceUnavailable("Postgres is unavailable; retry later")
+        return None
+    if _lost_postgres(exc):
+        return ServiceUnavailable("Postgres is unavailable; retry later")
     return None
 
 
@@ -89,6 +144,7 @@ def status_of(exc: MemwellError) -> int:
 def problem_body(exc: Exception) -> dict[str, Any]:
     """The problem an error would have answered with, as a body alone: for a stream,
     whose status line went out before the error happened."""
+    exc = unavailable(exc) or exc
     if not isinstance(exc, MemwellError):
         return {"type": PROBLEM_BASE + "internal", "title": "Internal error", "status": 500}
     return {
@@ -104,6 +160,16 @@ async def _memwell_error(request: Request, exc: Exception) -> JSONResponse:
         status, exc.code, type(exc).__name__, str(exc), headers=_headers_for(exc),
         path=request.url.path,
     )  # fmt: skip
+
+
+async def _backing_service_error(request: Request, exc: Exception) -> JSONResponse:
+    """Redis or Postgres out of reach: 503. Anything else of the same classes goes on
+    to the handler of unexpected errors."""
+    mapped = unavailable(exc)
+    if mapped is None:
+        raise exc
+    log.warning("backing service unavailable: %s: %s", type(exc).__name__, exc)
+    return await _memwell_error(request, mapped)
 
 
 async def _upstream_error(_: Request, exc: Exception) -> JSONResponse:
@@ -145,6 +211,8 @@ async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(MemwellError, _memwell_error)
     app.add_exception_handler(UpstreamError, _upstream_error)
+    for error_class in BACKING_SERVICE_ERRORS:
+        app.add_exception_handler(error_class, _backing_service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

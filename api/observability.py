@@ -4,19 +4,27 @@ A pure ASGI middleware (not BaseHTTPMiddleware: it costs a task per request and 
 context variables): it takes the client's X-Request-ID or makes one, binds it to every
 log line of the request and to the turns the request enqueues, echoes it in the
 response, and times the request under its route template.
+
+/metrics is guarded by its own token (MEMWELL_METRICS_TOKEN), not by an API key: a
+scraper is no tenant, and the backlog gauges count every tenant's work. Without a
+token configured it is not served at all (404), except on a stack with auth
+disabled (the local one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import re
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StateDep
+from memwell.core.errors import NotFound, Unauthorized
 from memwell.core.inflight import serving
 from memwell.core.logs import REQUEST_ID_HEADER, bound, get_logger, new_request_id
 from memwell.core.metrics import (
@@ -92,9 +100,26 @@ class RequestContextMiddleware:
 _CONVERTOR = re.compile(r"\{(\w+):\w+\}")
 
 router = APIRouter(tags=["health"])
+_scrape_bearer = HTTPBearer(auto_error=False)
 
 
-@router.get("/metrics", include_in_schema=False)
+def check_scrape_token(
+    state: StateDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_scrape_bearer)],
+) -> None:
+    """Let a scrape through if it carries MEMWELL_METRICS_TOKEN (compared in constant
+    time); with no token configured, only a stack with auth disabled serves /metrics."""
+    token = state.settings.metrics_token
+    if token is None:
+        if state.settings.auth_disabled:
+            return
+        raise NotFound("/metrics is off: set MEMWELL_METRICS_TOKEN to serve it")
+    sent = credentials.credentials if credentials is not None else ""
+    if not hmac.compare_digest(sent.encode(), token.get_secret_value().encode()):
+        raise Unauthorized("send MEMWELL_METRICS_TOKEN as `Authorization: Bearer <token>`")
+
+
+@router.get("/metrics", include_in_schema=False, dependencies=[Depends(check_scrape_token)])
 async def metrics(state: StateDep) -> Response:
     """Prometheus exposition: this API's metrics (every worker process of it in
     multiprocess mode), the queue depths, and the backlog and dead letters."""

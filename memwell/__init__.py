@@ -7,36 +7,51 @@ The top-level names are the integration surface:
   `AsyncMemoryClient`), whose errors are `APIError` subclasses and whose results are
   typed models.
 
-The code lives in domain packages below this one; only these names are public.
+The code lives in domain packages below this one; only these names are public. They
+load on first use (PEP 562): `import memwell` stays cheap, so `memwell --help` does not
+pay for Celery, SQLAlchemy or the SDK.
 """
 
-from memwell.intake.enqueue import enqueue_turn, enqueue_turns
-from memwell.intake.turns import IngestPayload, TurnIn
-from memwell.sdk import (
-    APIError,
-    AsyncMemoryClient,
-    ChatReply,
-    ChatStreamEvent,
-    ContextResult,
-    ErasureReceipt,
-    ForbiddenError,
-    InvalidInputError,
-    Memory,
-    MemoryClient,
-    MemoryEvent,
-    MemwellClientError,
-    NotFoundError,
-    PayloadTooLargeError,
-    RateLimitedError,
-    ScoredMemory,
-    SearchResult,
-    ServerError,
-    TransportError,
-    TurnsAccepted,
-    TurnStatus,
-    UnauthorizedError,
-    UnavailableError,
-)
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memwell.intake.enqueue import enqueue_turn, enqueue_turns
+    from memwell.intake.turns import IngestPayload, TurnIn
+    from memwell.sdk import (
+        APIError,
+        AsyncMemoryClient,
+        ChatReply,
+        ChatStreamEvent,
+        ContextResult,
+        ErasureReceipt,
+        ForbiddenError,
+        InvalidInputError,
+        Memory,
+        MemoryClient,
+        MemoryEvent,
+        MemwellClientError,
+        NotFoundError,
+        PayloadTooLargeError,
+        RateLimitedError,
+        ScoredMemory,
+        SearchResult,
+        ServerError,
+        TransportError,
+        TurnsAccepted,
+        TurnStatus,
+        UnauthorizedError,
+        UnavailableError,
+    )
+
+_HOMES = {
+    "enqueue_turn": "memwell.intake.enqueue",
+    "enqueue_turns": "memwell.intake.enqueue",
+    "IngestPayload": "memwell.intake.turns",
+    "TurnIn": "memwell.intake.turns",
+}
 
 __all__ = [
     "APIError",
@@ -68,3 +83,16 @@ __all__ = [
     "enqueue_turns",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its home module on first use, then keep it here."""
+    if name not in __all__:
+        raise AttributeError(f"module 'memwell' has no attribute {name!r}")
+    value = getattr(import_module(_HOMES.get(name, "memwell.sdk")), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

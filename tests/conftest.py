@@ -57,6 +57,8 @@ def stack_env(
         # rate-limit tests, with their own app, ever see a 429.
         "MEMWELL_RATE_LIMIT_PER_S": "1000",
         "MEMWELL_RATE_LIMIT_BURST": "100000",
+        # What a Prometheus scrape of the API sends (tests/api/test_observability.py).
+        "MEMWELL_METRICS_TOKEN": "test-metrics-scrape-token",
     }
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         os.environ.pop(name, None)

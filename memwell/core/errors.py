@@ -47,6 +47,11 @@ class ServiceUnavailable(MemwellError):
 
     code = "unavailable"
 
+    def __init__(self, message: str, *, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        #: a restart of Redis or a Postgres failover takes seconds, not minutes
+        self.retry_after_s = retry_after_s
+
 
 class TooLarge(MemwellError):
     """The request is over a configured size limit (message, batch, metadata, body)."""

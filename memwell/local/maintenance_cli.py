@@ -1,7 +1,10 @@
 """`memwell maintenance decay|prune|sweep|close-idle [--dry-run]`: the beat jobs by
 hand, through the same functions the scheduled tasks call. A run walks to the end
 (no batch cap), printing what it did; --dry-run changes nothing. `cluster` is the one
-command that is no beat job (see memwell/maintenance/layout.py)."""
+command that is no beat job (see memwell/maintenance/layout.py).
+
+The jobs, the database and Redis are imported inside the commands: `memwell --help`
+loads none of them."""
 
 from __future__ import annotations
 
@@ -9,17 +12,16 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import click
-import redis
-from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.core import stack
-from memwell.core.settings import Settings, get_settings
-from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.maintenance.batches import JobReport
-from memwell.maintenance.jobs import run_close_idle, run_decay, run_prune, run_sweep
-from memwell.maintenance.layout import cluster_memories
+if TYPE_CHECKING:
+    import redis
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from memwell.core.settings import Settings
+    from memwell.maintenance.batches import JobReport
 
 dry_run_option = click.option(
     "--dry-run", is_flag=True, help="Report what would change; change nothing."
@@ -28,6 +30,10 @@ dry_run_option = click.option(
 
 @contextmanager
 def _database() -> Iterator[tuple[sessionmaker[Session], Settings]]:
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
+    from memwell.db.engine import make_engine, make_sessionmaker
+
     settings = get_settings()
     # No batch cap by hand: the operator asked for the whole job.
     settings = settings.model_copy(update={"maintenance_max_batches": 10**9})
@@ -39,6 +45,10 @@ def _database() -> Iterator[tuple[sessionmaker[Session], Settings]]:
 
 
 def _redis(settings: Settings) -> redis.Redis:
+    import redis
+
+    from memwell.core import stack
+
     return redis.Redis.from_url(stack.redis_url(settings))
 
 
@@ -60,6 +70,8 @@ def maintenance() -> None:
 @dry_run_option
 def decay(dry_run: bool) -> None:
     """Store the retention strength of every live memory."""
+    from memwell.maintenance.jobs import run_decay
+
     _run(lambda s, cfg, now: run_decay(s, cfg, now=now, dry_run=dry_run))
 
 
@@ -67,6 +79,8 @@ def decay(dry_run: bool) -> None:
 @dry_run_option
 def prune(dry_run: bool) -> None:
     """Tombstone expired and faded memories; hard-delete old tombstones."""
+    from memwell.maintenance.jobs import run_prune
+
     _run(lambda s, cfg, now: run_prune(s, cfg, now=now, dry_run=dry_run))
 
 
@@ -74,6 +88,8 @@ def prune(dry_run: bool) -> None:
 @dry_run_option
 def close_idle(dry_run: bool) -> None:
     """Summarize, close and flush the buffers of idle sessions."""
+    from memwell.maintenance.jobs import run_close_idle
+
     _run(lambda s, cfg, now: run_close_idle(s, cfg, _redis(cfg), now=now, dry_run=dry_run))
 
 
@@ -81,6 +97,9 @@ def close_idle(dry_run: bool) -> None:
 @dry_run_option
 def sweep(dry_run: bool) -> None:
     """Re-dispatch turns stuck in pending; report dead letters."""
+    from memwell.core import stack
+    from memwell.maintenance.jobs import run_sweep
+
     _run(
         lambda s, cfg, now: run_sweep(
             s, cfg, _redis(cfg), broker_url=stack.redis_url(cfg), now=now, dry_run=dry_run
@@ -98,6 +117,11 @@ def sweep(dry_run: bool) -> None:
 )
 def cluster(dry_run: bool, lock_timeout: float) -> None:
     """Rewrite memories so each user's rows sit together (locks the table; not a beat job)."""
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
+    from memwell.db.engine import make_engine
+    from memwell.maintenance.layout import cluster_memories
+
     settings = get_settings()
     engine = make_engine(stack.database_url(settings), pool_size=1)
     try:

@@ -2,12 +2,14 @@
 and Redis.
 
 TEST_DATABASE_URL / TEST_REDIS_URL in the environment win; otherwise embedded
-servers start once per test session in a temporary directory.
+servers start once per test session in a temporary directory. The reaper
+(memwell/local/reaper.py) stops them if the session is killed before it can.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,11 +22,13 @@ from sqlalchemy.engine import make_url
 
 from memwell.db.driver import libpq_url
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
+from memwell.local.reaper import reaper
 
 
 @dataclass(frozen=True)
 class PostgresService:
     url: str
+    pid: int | None = None  # the postmaster, when this session started it
 
     def create_database(self, name: str) -> str:
         """A fresh, empty database on the same server; returns its URL."""
@@ -44,10 +48,16 @@ def postgres() -> Iterator[PostgresService]:
         return
     root = Path(tempfile.mkdtemp(prefix="memwell-test-pg-"))
     pg = EmbeddedPostgres(pgdata=root / "pgdata", database="memwell_test")
+    pid = None
     try:
-        yield PostgresService(pg.start())
+        url = pg.start()
+        if (pid := pg.pid) is not None:
+            reaper().watch(pid, signum=signal.SIGINT)  # SIGINT: Postgres' fast shutdown
+        yield PostgresService(url, pid)
     finally:
         pg.stop()
+        if pid is not None:
+            reaper().forget(pid)
 
 
 @contextmanager
@@ -57,7 +67,13 @@ def redis_url() -> Iterator[str]:
         return
     root = Path(tempfile.mkdtemp(prefix="memwell-test-redis-"))
     server = EmbeddedRedis(data_dir=root, appendonly=False)
+    pid = None
     try:
-        yield server.start()
+        url = server.start()
+        if (pid := server.pid) is not None:
+            reaper().watch(pid)
+        yield url
     finally:
         server.stop()
+        if pid is not None:
+            reaper().forget(pid)

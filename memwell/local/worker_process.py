@@ -1,4 +1,6 @@
-"""A real Celery worker in a subprocess, consuming the real broker."""
+"""A real Celery worker in a subprocess, consuming the real broker. It dies with the
+process that started it: SIGTERM from Linux when that process dies, and the reaper
+(memwell/local/reaper.py) for the whole process group, pool children included."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from memwell.intake.dispatch import producer_app
+from memwell.local.reaper import parent_death_signal, reaper
 from memwell.local.waiting import wait_for
 
 ALL_QUEUES = "ingest,embed,llm,maintenance"
@@ -40,8 +43,14 @@ class WorkerProcess:
         ]  # fmt: skip
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                argv, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                argv,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=parent_death_signal(),
             )
+        reaper().watch(self.process.pid, group=True)
         app = producer_app(self.env["REDIS_URL"])
 
         def answers_ping() -> bool:
@@ -69,4 +78,5 @@ class WorkerProcess:
             self.process.wait()
         except ProcessLookupError:
             pass
+        reaper().forget(self.process.pid)
         self.process = None

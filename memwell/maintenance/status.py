@@ -1,7 +1,8 @@
 """`memwell status`: what the stack is doing, for an operator, in one screen.
 
 Queue depths and in-flight messages (Redis), workers alive (a Celery control ping),
-the backlog's age (the oldest pending turn), open dead letters, and store counts.
+the backlog's age (the oldest pending turn), open dead letters, and store counts; first,
+where a foreign producer sends turns (the broker, its password masked, and the API).
 Each part is read on its own: one service being down shows as such instead of
 hiding the rest.
 """
@@ -11,19 +12,32 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.metrics import read_queue_depths
-from memwell.core.queues import Queue
+from memwell.core.queues import TASK_QUEUES, Queue, TaskName
 from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 from memwell.intake.dispatch import producer_app
 
 
+def masked_url(url: str) -> str:
+    """`url` with its password shown as ***: the status screen gets pasted into tickets."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))
+
+
 @dataclass
 class StackStatus:
+    broker_url: str = ""  # masked
+    api_url: str = ""
     queues: dict[str, int] = field(default_factory=dict)
     unacked: int = 0
     workers: list[str] = field(default_factory=list)
@@ -38,6 +52,11 @@ class StackStatus:
     sessions: int = 0
     memory_events: int = 0
     errors: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def for_stack(cls, *, broker_url: str, api_url: str) -> StackStatus:
+        """An empty status naming the stack's URLs (the broker's password masked)."""
+        return cls(broker_url=masked_url(broker_url), api_url=api_url)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -58,13 +77,13 @@ def read_broker(status: StackStatus, redis_url: str, *, ping_timeout_s: float = 
     try:
         status.queues, status.unacked = read_queue_depths(redis_url, [q.value for q in Queue])
     except Exception as exc:  # shown, not raised: the rest of the screen still helps
-        status.errors["redis"] = f"{type(exc).__name__}: {exc}"
+        status.errors["redis"] = _reason(exc)
         return
     try:
         replies = producer_app(redis_url).control.ping(timeout=ping_timeout_s) or []
         status.workers = sorted(name for reply in replies for name in reply)
     except Exception as exc:
-        status.errors["workers"] = f"{type(exc).__name__}: {exc}"
+        status.errors["workers"] = _reason(exc)
 
 
 def read_store(status: StackStatus, sessions: sessionmaker[Session]) -> None:
@@ -72,7 +91,13 @@ def read_store(status: StackStatus, sessions: sessionmaker[Session]) -> None:
         with sessions() as session:
             _read_store(status, session)
     except Exception as exc:
-        status.errors["postgres"] = f"{type(exc).__name__}: {exc}"
+        status.errors["postgres"] = _reason(exc)
+
+
+def _reason(exc: Exception) -> str:
+    """The error's type and first line (drivers append hints and SQL on later lines)."""
+    first = next((line for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first.strip()}"
 
 
 def _read_store(status: StackStatus, session: Session) -> None:
@@ -128,7 +153,13 @@ def _age(seconds: float | None) -> str:
 
 def render(status: StackStatus) -> str:
     """The status as plain text, one fact per line."""
-    lines = ["Queues (waiting / in flight)"]
+    ingest = TaskName.INGEST_TURNS
+    lines = [
+        f"Broker          {status.broker_url or 'unknown'}",
+        f"  producers send {ingest.value} to queue {TASK_QUEUES[ingest].value}",
+        f"API             {status.api_url or 'unknown'}",
+        "Queues (waiting / in flight)",
+    ]
     for queue, depth in status.queues.items():
         lines.append(f"  {queue:<12} {depth:>8}")
     lines.append(f"  {'unacked':<12} {status.unacked:>8}")

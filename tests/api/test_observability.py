@@ -17,6 +17,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.queues import TaskName
+from memwell.core.settings import get_settings
 from memwell.db.models import DeadLetter, Turn
 from memwell.intake.dead_letters import record_dead_letter
 from memwell.intake.dispatch import producer_app
@@ -24,6 +25,12 @@ from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 from memwell.maintenance.status import StackStatus, read_store
 from tests.support.live_api import free_port
+
+
+def _scrape(api: TestClient) -> httpx.Response:
+    token = get_settings().metrics_token
+    assert token is not None
+    return api.get("/metrics", headers={"Authorization": f"Bearer {token.get_secret_value()}"})
 
 
 def _samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -81,7 +88,7 @@ def test_api_metrics_expose_routes_chat_stages_and_queue_depths(
 ) -> None:
     api.post("/v1/chat", json={"user_id": ids["user"], "session_id": "s", "message": "hello"})
     api.get("/v1/turns/some-turn-id")
-    response = api.get("/metrics")
+    response = _scrape(api)
     assert response.status_code == 200
     samples = _samples(response.text)
     routes = {
@@ -108,6 +115,32 @@ def test_api_metrics_expose_routes_chat_stages_and_queue_depths(
         "memwell_backlog_oldest_pending_seconds",
         "memwell_dead_letters_open",
     } <= names
+
+
+def test_api_metrics_need_the_scrape_token(api: TestClient) -> None:
+    token = get_settings().metrics_token
+    assert token is not None
+    assert api.get("/metrics", headers={"Authorization": ""}).status_code == 401
+    # An API key is no scrape token: the metrics count every tenant's work.
+    assert api.get("/metrics").status_code == 401
+    wrong = api.get("/metrics", headers={"Authorization": "Bearer not-the-token-at-all"})
+    assert wrong.status_code == 401
+    assert wrong.headers["Content-Type"] == "application/problem+json"
+    assert _scrape(api).status_code == 200
+
+
+def test_api_metrics_are_off_without_a_token_unless_auth_is_disabled(
+    stack_env: dict[str, str],
+) -> None:
+    from api.main import create_app
+
+    settings = get_settings().model_copy(update={"metrics_token": None})
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/metrics").status_code == 404
+        assert client.get("/metrics", headers={"Authorization": "Bearer x"}).status_code == 404
+    local = settings.model_copy(update={"auth_disabled": True})
+    with TestClient(create_app(local)) as client:
+        assert client.get("/metrics").status_code == 200
 
 
 def test_worker_metrics_port_aggregates_pool_processes(
@@ -175,7 +208,7 @@ def test_metrics_backlog_gauges_equal_memwell_status(
         def both() -> tuple[StackStatus, dict[str, float]] | None:
             before = StackStatus()
             read_store(before, db)
-            gauges = {n: v for n, _, v in _samples(api.get("/metrics").text)}
+            gauges = {n: v for n, _, v in _samples(_scrape(api).text)}
             after = StackStatus()
             read_store(after, db)
             stable = (before.pending_turns, before.dead_letters_open) == (

@@ -139,5 +139,8 @@ def test_status_reports_queues_workers_backlog_and_store(
     assert any(name.startswith(worker.hostname) for name in report["workers"])
     assert report["errors"] == {}
     assert {"turns", "memories_live", "dead_letters_open", "oldest_pending_s"} <= set(report)
+    assert report["broker_url"] == stack_env["REDIS_URL"]  # no password to mask here
+    assert report["api_url"].startswith("http://")
     text = _cli(stack_env, "status")
     assert "Workers alive" in text.stdout and "Backlog" in text.stdout
+    assert f"Broker          {stack_env['REDIS_URL']}" in text.stdout
