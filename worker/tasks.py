@@ -16,7 +16,7 @@ from memwell.core import stack
 from memwell.core.queues import TaskName
 from memwell.db.tenancy import tenant_transaction
 from memwell.intake import redis_inbox
-from memwell.intake.dead_letters import record_dead_letter
+from memwell.intake.dead_letters import record_dead_letter, validation_summary
 from memwell.intake.dispatch import send_consolidate
 from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload
@@ -71,7 +71,8 @@ class MemwellTask(Task[Any, Any]):
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
         tenant = kwargs.get("tenant") or (kwargs.get("payload") or {}).get("tenant")
-        _dead_letter(self.name, dict(kwargs), f"{type(exc).__name__}: {exc}", tenant)
+        why = validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
+        _dead_letter(self.name, dict(kwargs), f"{type(exc).__name__}: {why}", tenant)
 
 
 def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: Any) -> None:
@@ -119,7 +120,8 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
         # A poison message: retrying cannot fix it. Keep it, and keep the worker alive.
         # Keep its tenant when it names one, so a user's erasure can find the letter.
         tenant = payload.get("tenant") if isinstance(payload, dict) else None
-        _dead_letter(self.name, {"payload": payload}, f"invalid payload: {exc}", tenant)
+        error = f"invalid payload: {validation_summary(exc)}"
+        _dead_letter(self.name, {"payload": payload}, error, tenant)
         _inbox_done(self.request.id)
         return {"rejected": 1, "persisted": 0}
     with tenant_transaction(get_runtime().tenant_sessions, parsed.tenant) as session:

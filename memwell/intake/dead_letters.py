@@ -7,11 +7,51 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from memwell.core.metrics import DEAD_LETTERS_TOTAL
 from memwell.db.models import DeadLetter
+
+
+def storable(value: Any) -> Any:
+    """`value` with what Postgres text and jsonb refuse escaped, not dropped: a NUL
+    becomes the six characters \\u0000, a lone surrogate its \\udXXX escape. A poison
+    payload is kept whole for the operator, whatever it holds."""
+    if isinstance(value, str):
+        escaped = value.replace("\x00", "\\u0000")
+        return escaped.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
+def validation_summary(exc: ValidationError) -> str:
+    """Where and why a payload failed, never its values: they are a user's text and
+    must not reach logs or an error column in clear."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+        for e in exc.errors(include_input=False, include_url=False)
+    )
+
+
+def turn_ids_of(payload: Any) -> list[str]:
+    """The turn ids a dead letter's payload carries (ingest: its turns; consolidate:
+    its turn_ids), whatever shape a poison payload has."""
+    if not isinstance(payload, dict):
+        return []
+    ids = payload.get("turn_ids")
+    turns = (
+        (payload.get("payload") or {}).get("turns")
+        if isinstance(payload.get("payload"), dict)
+        else None
+    )
+    if isinstance(turns, list):
+        ids = [t.get("id") for t in turns if isinstance(t, dict)]
+    return [str(i) for i in ids or [] if isinstance(i, str | int)]
 
 
 def record_dead_letter(
@@ -26,9 +66,9 @@ def record_dead_letter(
     """Store one dead letter and return its id."""
     letter = DeadLetter(
         task_name=task_name,
-        tenant=tenant,
-        payload=payload,
-        error=error[:4000],
+        tenant=storable(tenant),
+        payload=storable(payload),
+        error=storable(error[:4000]),
         attempts=attempts,
     )
     session.add(letter)

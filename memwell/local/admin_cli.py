@@ -27,9 +27,14 @@ def dlq() -> None:
 @dlq.command("list")
 @click.option("--all", "include_replayed", is_flag=True, help="Include replayed letters.")
 @click.option("--limit", type=int, default=50, show_default=True)
-def dlq_list(include_replayed: bool, limit: int) -> None:
-    """Show dead letters, newest first."""
-    from memwell.intake.dead_letters import list_dead_letters
+@click.option("--payload", "show_payload", is_flag=True, help="Print each payload as JSON.")
+def dlq_list(include_replayed: bool, limit: int, show_payload: bool) -> None:
+    """Show dead letters, newest first: the whole error, the turn ids they carry and,
+    with --payload, what they carry."""
+    import json
+    import textwrap
+
+    from memwell.intake.dead_letters import list_dead_letters, turn_ids_of
 
     with operator_sessions().begin() as session:
         letters = list_dead_letters(session, include_replayed=include_replayed, limit=limit)
@@ -37,10 +42,14 @@ def dlq_list(include_replayed: bool, limit: int) -> None:
             click.echo("no dead letters")
         for d in letters:
             state = f"replayed {d.replayed_at:%Y-%m-%d %H:%M}" if d.replayed_at else "open"
+            turns = ", ".join(turn_ids_of(d.payload)) or "-"
             click.echo(
                 f"{d.id:>6}  {d.created_at:%Y-%m-%d %H:%M:%S}  {d.task_name}  "
-                f"tenant={d.tenant or '-'}  {state}\n        {d.error[:200]}"
+                f"tenant={d.tenant or '-'}  {state}  turns: {turns}"
             )
+            click.echo(textwrap.indent(textwrap.fill(d.error, 92), " " * 8))
+            if show_payload:
+                click.echo(textwrap.indent(json.dumps(d.payload, indent=2), " " * 8))
 
 
 @dlq.command("replay")

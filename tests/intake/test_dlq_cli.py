@@ -30,7 +30,7 @@ def test_dlq_list_and_replay(
     stack_env: dict[str, str], worker: WorkerProcess, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
     marker = ids["tenant"]
-    poison = {"v": 99, "tenant": marker, "turns": []}
+    poison = {"v": 99, "tenant": marker, "turns": [{"id": f"turn-of-{marker}", "content": "x"}]}
     producer_app(stack_env["REDIS_URL"]).send_task(
         TaskName.INGEST_TURNS, kwargs={"payload": poison}, queue=Queue.INGEST
     )
@@ -40,6 +40,9 @@ def test_dlq_list_and_replay(
     listed = runner.invoke(main, ["dlq", "list", "--limit", "1000"])
     assert listed.exit_code == 0, listed.output
     assert f"{letter.id:>6}" in listed.output and "memwell.ingest_turns" in listed.output
+    assert f"turns: turn-of-{marker}" in listed.output  # which turns the letter holds
+    with_payload = runner.invoke(main, ["dlq", "list", "--limit", "1000", "--payload"])
+    assert f'"tenant": "{marker}"' in with_payload.output
 
     assert runner.invoke(main, ["dlq", "replay"]).exit_code != 0  # ids or --all required
     replayed = runner.invoke(main, ["dlq", "replay", str(letter.id)])

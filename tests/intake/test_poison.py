@@ -48,3 +48,33 @@ def test_malformed_payload_is_dead_lettered_and_worker_survives(
             )
 
     wait_for(processed, timeout=60, what="a good turn after the poison one")
+
+
+def test_a_nul_in_content_is_dead_lettered_escaped_and_never_logged(
+    stack_env: dict[str, str], worker: WorkerProcess, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    """Postgres refuses a NUL in text and jsonb: the letter keeps it escaped. The
+    validation error names the field, never the content, in the letter and the log."""
+    canary = f"canary-{ids['user']}"
+    payload = {
+        "v": 1, "tenant": ids["tenant"],
+        "turns": [{"user_id": ids["user"], "session_id": "s", "content": f"{canary}\x00tail",
+                   "metadata": {"k": f"{canary}-meta"}, "unknown_field": 1}],
+    }  # fmt: skip
+    producer_app(stack_env["REDIS_URL"]).send_task(
+        TaskName.INGEST_TURNS, kwargs={"payload": payload}, queue=Queue.INGEST
+    )
+
+    def letter() -> DeadLetter | None:
+        with db() as session:
+            return session.scalars(
+                select(DeadLetter).where(DeadLetter.tenant == ids["tenant"])
+            ).first()
+
+    found = wait_for(letter, timeout=60, what="the dead letter of the NUL payload")
+    stored = found.payload["payload"]["turns"][0]["content"]
+    assert stored == f"{canary}\\u0000tail"  # escaped, not dropped
+    assert found.error.startswith("invalid payload: ") and "turns.0" in found.error
+    assert canary not in found.error
+    assert canary not in worker.log()
+    assert worker.alive()
