@@ -107,6 +107,11 @@ def _candidate(tenant: str, user_id: str, m: NewMemory, now: datetime) -> Candid
     )
 
 
+def _candidates(tenant: str, user_id: str, memories: Sequence[NewMemory]) -> list[Candidate]:
+    now = datetime.now(UTC)  # one instant for the whole request
+    return [_candidate(tenant, user_id, m, now) for m in memories]
+
+
 def _store(
     session: Session,
     candidates: Sequence[Candidate],
@@ -161,8 +166,7 @@ async def add_memories(
     policy: ReconcilePolicy,
 ) -> AddResult:
     """Embed and store the memories (the caller commits); what happened to each."""
-    now = datetime.now(UTC)
-    candidates = [_candidate(tenant, user_id, m, now) for m in memories]
+    candidates = _candidates(tenant, user_id, memories)
     # Embedding is CPU work (or a network call): off the event loop.
     vectors = await asyncio.to_thread(embedder.embed, [c.content for c in candidates])
     model = embedder.model_name
@@ -183,8 +187,7 @@ def add_memories_sync(
     policy: ReconcilePolicy,
 ) -> AddResult:
     """The same, for the command line's import."""
-    now = datetime.now(UTC)
-    candidates = [_candidate(tenant, user_id, m, now) for m in memories]
+    candidates = _candidates(tenant, user_id, memories)
     vectors = embedder.embed([c.content for c in candidates])
     outcomes = _store(
         session, candidates, vectors, model=embedder.model_name, reconcile=reconcile, policy=policy
