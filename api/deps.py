@@ -1,7 +1,8 @@
 """Annotated dependencies, so routes read like sentences.
 
-Authentication happens here: `Authorization: Bearer mw_...` resolves to a
-`Principal` (tenant, key id, scopes); the request body never decides the tenant.
+Authentication happens before the body is read (api/admission.py), which leaves the
+verified `Principal` (tenant, key id, scopes) in the request's scope; the request
+body never decides the tenant. A route outside /v1 verifies the key here instead.
 Then the key's token bucket is charged, and the tenant is bound to the request's
 database sessions (row-level security). With MEMWELL_AUTH_DISABLED every caller is
 the default tenant with every scope (local development only).
@@ -18,8 +19,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from api.admission import principal_of
 from api.state import AppState
-from memwell.auth.keys import Principal, Scope, authenticate
+from memwell.auth.key_cache import verify_key
+from memwell.auth.keys import Principal, Scope
 from memwell.core.errors import Forbidden, RateLimited, Unauthorized
 from memwell.db.tenancy import current_tenant
 
@@ -36,28 +39,36 @@ StateDep = Annotated[AppState, Depends(get_state)]
 
 
 async def get_principal(
+    request: Request,
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """Who is calling, charged one request against their rate limit."""
-    if state.settings.auth_disabled:
+    admitted = principal_of(request.scope)
+    if admitted is not None:
+        # Verified and charged by the admission middleware, before the body was read.
+        principal = admitted
+    elif state.settings.auth_disabled:
         principal = Principal(
             tenant=state.settings.default_tenant,
             key_id=ANONYMOUS_KEY_ID,
             scopes=frozenset({"admin"}),
         )
+        await _charge(state, principal)
     else:
         if credentials is None:
             raise Unauthorized("send an API key as `Authorization: Bearer <key>`")
-        found = state.key_cache.get(credentials.credentials)
-        if found is None:
-            async with state.system_sessions() as session:
-                found = await authenticate(session, credentials.credentials)
-            if found is not None:
-                state.key_cache.put(credentials.credentials, found)
+        found = await verify_key(state.key_cache, state.system_sessions, credentials.credentials)
         if found is None:
             raise Unauthorized("unknown or revoked API key")
         principal = found
+        await _charge(state, principal)
+    # Sessions opened for this request without an explicit tenant get this one.
+    current_tenant.set(principal.tenant)
+    return principal
+
+
+async def _charge(state: AppState, principal: Principal) -> None:
     if state.limiter is not None:
         decision = await state.limiter.hit(principal.key_id)
         if not decision.allowed:
@@ -65,9 +76,6 @@ async def get_principal(
                 f"rate limit of {state.limiter.rate_per_s:g} requests/s exceeded",
                 retry_after_s=decision.retry_after_s,
             )
-    # Sessions opened for this request without an explicit tenant get this one.
-    current_tenant.set(principal.tenant)
-    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.openapi import OPENAI_PATHS
+from api.redaction import describe, log_error
 from memwell.core.errors import (
     ConfigurationError,
     Conflict,
@@ -153,13 +154,20 @@ def problem_body(exc: Exception) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def problem_for(
+    exc: MemwellError, *, path: str, headers: Mapping[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    """The response a domain error answers with, wherever it is raised (a handler, or
+    a middleware in front of the app), plus any `headers`."""
+    return problem(
+        status_of(exc), exc.code, type(exc).__name__, str(exc),
+        headers={**(_headers_for(exc) or {}), **(headers or {})}, path=path, **extra,
+    )  # fmt: skip
+
+
 async def _memwell_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, MemwellError)
-    status = status_of(exc)
-    return problem(
-        status, exc.code, type(exc).__name__, str(exc), headers=_headers_for(exc),
-        path=request.url.path,
-    )  # fmt: skip
+    return problem_for(exc, path=request.url.path)
 
 
 async def _backing_service_error(request: Request, exc: Exception) -> JSONResponse:
@@ -168,7 +176,7 @@ async def _backing_service_error(request: Request, exc: Exception) -> JSONRespon
     mapped = unavailable(exc)
     if mapped is None:
         raise exc
-    log.warning("backing service unavailable: %s: %s", type(exc).__name__, exc)
+    log.warning("backing service unavailable: %s", describe(exc))
     return await _memwell_error(request, mapped)
 
 
@@ -196,6 +204,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         400: "bad-request",
         404: "not-found",
         405: "method-not-allowed",
+        408: "request-timeout",
         413: "too-large",
     }.get(exc.status_code, "http-error")
     return problem(
@@ -204,7 +213,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error", exc_info=exc)
+    log_error(log, "unhandled error", exc)
     return problem(500, "internal", "Internal error")
 
 

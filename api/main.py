@@ -8,12 +8,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api.bodylimit import BodyLimitMiddleware
+from api.admission import AdmissionMiddleware
+from api.console import install_console
 from api.errors import install_error_handlers
 from api.observability import RequestContextMiddleware
 from api.observability import router as metrics_router
 from api.openapi import install_openapi
-from api.routes import chat, health, memories, openai_compat, sessions, turns, users
+from api.redaction import install as install_log_redaction
+from api.routes import chat, health, memories, openai_compat, reembed, sessions, turns, users
 from api.state import build_state
 from memwell.core.settings import Settings, get_settings
 
@@ -40,10 +42,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Memwell", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    install_log_redaction()
     install_openapi(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=resolved.max_body_bytes)
+    app.add_middleware(AdmissionMiddleware, settings=resolved)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(metrics_router)
     for module in (health, chat, openai_compat, turns, memories, sessions, users):
         app.include_router(module.router)
+    app.include_router(reembed.router)
+    install_console(app)
     return app

@@ -31,10 +31,12 @@ from memwell.core.metrics import (
     HTTP_REQUEST_SECONDS,
     BacklogCollector,
     QueueDepthCollector,
+    ReembedCollector,
     render,
     scrape_registry,
 )
 from memwell.maintenance.status import read_backlog
+from memwell.reembed.progress import latest_progress_async
 
 log = get_logger("memwell.api")
 
@@ -122,11 +124,13 @@ def check_scrape_token(
 @router.get("/metrics", include_in_schema=False, dependencies=[Depends(check_scrape_token)])
 async def metrics(state: StateDep) -> Response:
     """Prometheus exposition: this API's metrics (every worker process of it in
-    multiprocess mode), the queue depths, and the backlog and dead letters."""
+    multiprocess mode), the queue depths, the backlog and dead letters, and the
+    newest re-embed's progress."""
     # The connecting role: the store's backlog is every tenant's, not the caller's.
     async with state.system_sessions() as session:
         pending, oldest_s, letters = await read_backlog(session)
+        reembed = ReembedCollector(await latest_progress_async(session))
     backlog = BacklogCollector(pending=pending, oldest_pending_s=oldest_s, dead_letters=letters)
-    registry = scrape_registry([QueueDepthCollector(state.chat_broker_url), backlog])
+    registry = scrape_registry([QueueDepthCollector(state.chat_broker_url), backlog, reembed])
     body, content_type = await asyncio.to_thread(render, registry)  # Redis + file reads
     return Response(content=body, media_type=content_type)

@@ -176,6 +176,9 @@ class ErasureReceiptPublic(BaseModel):
     user_id: str
     erased_at: datetime
     counts: dict[str, int] = Field(
-        description="rows deleted per table (turns, memories, memory_events, sessions, "
-        "dead_letters) and Redis keys deleted (redis_keys)"
+        description="what was removed, per store: rows per table (turns, memories, "
+        "memory_events, sessions, dead_letters, dead_letters_without_tenant), the user's "
+        "ANN indexes (ann_indexes), Redis keys (redis_keys), inbox entries "
+        "(inbox_entries), queued ingest messages (queued_messages) and re-embeds scoped "
+        "to this user (reembed_runs)"
     )

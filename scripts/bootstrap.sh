@@ -24,3 +24,17 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[local,dev]"
   echo "$want" > "$stamp"
 fi
+
+# The console's browser tests drive the system's Chromium (Playwright never downloads
+# one). Install Debian's package where we can; elsewhere the tests skip and say so.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing chromium (apt) for the console's browser tests"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; then
+      echo "    could not install chromium: the browser tests will skip" >&2
+    fi
+  else
+    echo "==> no chromium: the console's browser tests will skip" \
+         "(install it: sudo apt-get install -y chromium)" >&2
+  fi
+fi

@@ -10,6 +10,17 @@ Reliability, and why:
   exceed the longest task's time_limit, or a slow task runs twice (harmless, since
   every task is idempotent, but wasteful).
 - tasks are idempotent, so redelivery is safe.
+
+Broker outages, of any length:
+- the connection is retried forever (broker_connection_max_retries=None): Celery's
+  default gives up after 100 attempts (about 50 minutes) and the worker exits;
+- the transport is worker/broker_transport.py's, which keeps a channel usable after
+  its connection closed (Kombu's own raised an AttributeError that stopped the worker);
+- tasks running when the connection drops finish their work (Postgres is still
+  there) rather than being killed (worker_cancel_long_running_tasks_on_connection_
+  loss=False); the transport puts their messages back on reconnect, so each such task
+  may run twice, which idempotent tasks allow. Celery's warning about this setting
+  on every connection loss is expected.
 """
 
 from __future__ import annotations
@@ -19,15 +30,15 @@ from celery import Celery
 from memwell.core import stack
 from memwell.core.queues import TASK_QUEUES, Queue, kombu_queues
 from memwell.core.settings import Settings, get_settings
-from worker import observability  # noqa: F401  (signal handlers: logs, metrics)
+from worker import heartbeat, observability  # noqa: F401  (observability: signal handlers)
+from worker.broker_transport import transport_for
 from worker.schedule import beat_schedule
 
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
-    app = Celery(
-        "memwell", broker=stack.redis_url(settings), include=["worker.tasks", "worker.maintenance"]
-    )
+    broker_url = stack.redis_url(settings)
+    app = Celery("memwell", broker=broker_url, include=["worker.tasks", "worker.maintenance"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -38,6 +49,9 @@ def create_app(settings: Settings | None = None) -> Celery:
         worker_prefetch_multiplier=1,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,
+        broker_transport=transport_for(broker_url),
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         task_queues=kombu_queues(),
         task_default_queue=Queue.INGEST.value,
         task_default_exchange=Queue.INGEST.value,
@@ -53,6 +67,7 @@ def create_app(settings: Settings | None = None) -> Celery:
         beat_schedule=beat_schedule(settings),
         timezone="UTC",
     )
+    app.steps["consumer"].add(heartbeat.Heartbeat)
     return app
 
 

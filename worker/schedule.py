@@ -11,6 +11,7 @@ from memwell.core.queues import Queue, TaskName
 from memwell.core.settings import Settings
 
 ANN_EVERY_S = 600.0
+REEMBED_TICK_EVERY_S = 60.0
 
 
 def _entry(task: TaskName, every_s: float) -> dict[str, Any]:
@@ -42,4 +43,8 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         # A session nobody talks to any more gets its summary written and its Redis
         # buffer freed, instead of holding memory until the buffer TTL.
         "close-idle-sessions": _entry(TaskName.CLOSE_IDLE_SESSIONS, settings.close_idle_every_s),
+        # A re-embed continues by chaining its own steps; a worker killed between two
+        # steps breaks the chain, and a finished one's old vectors wait for the grace
+        # period. This re-sends the step in both cases.
+        "reembed-tick": _entry(TaskName.REEMBED_TICK, REEMBED_TICK_EVERY_S),
     }

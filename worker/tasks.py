@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import kombu.exceptions
 import redis
 import redis.exceptions
 import sqlalchemy.exc
@@ -39,6 +40,9 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     sqlalchemy.exc.TimeoutError,
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
+    # A publish the broker refused (Celery's producer wraps the Redis error): the
+    # ingest task's consolidate dispatch, during a Redis outage.
+    kombu.exceptions.OperationalError,
     ConnectionError,
     TimeoutError,
     RateLimited,  # the shared model budget is spent for now

@@ -10,6 +10,7 @@ from fastapi import APIRouter
 
 from api.deps import StateDep, WriteTenantDep
 from api.errors import problem_body
+from api.redaction import log_error
 from api.schemas import ChatRequest, ChatResponse
 from api.sse import EventStream, frame
 from memwell.auth.size_limits import check_message
@@ -89,7 +90,7 @@ async def _frames(
             async for event in events:
                 yield _frame(event)
         except Exception as exc:  # the status line is sent: the failure goes as an event
-            log.exception("a chat stream failed", exc_info=exc)
+            log_error(log, "a chat stream failed", exc)
             yield frame("error", problem_body(exc))
 
 

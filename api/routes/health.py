@@ -6,6 +6,7 @@ from fastapi import APIRouter
 from sqlalchemy import text
 
 from api.deps import StateDep
+from memwell.core import worker_presence
 
 router = APIRouter(tags=["health"])
 
@@ -16,9 +17,14 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz")
-async def readyz(state: StateDep) -> dict[str, str]:
-    """Ready when Postgres and Redis answer."""
+async def readyz(state: StateDep) -> dict[str, str | int]:
+    """Ready when Postgres and Redis answer; reports how many workers consume.
+
+    No worker does not make the API unready: it still serves searches and chats and
+    queues turns durably until a worker comes. `memwell up` and operators read
+    `workers` to know that consolidation runs."""
     async with state.engine.connect() as conn:
         await conn.execute(text("SELECT 1"))
     await state.redis.ping()
-    return {"status": "ready"}
+    workers = await worker_presence.alive_async(state.redis)
+    return {"status": "ready", "workers": len(workers)}

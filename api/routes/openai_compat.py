@@ -83,7 +83,21 @@ def _caller(
     )  # fmt: skip
 
 
-@router.post("/chat/completions", summary="OpenAI-compatible chat completion, with memory")
+COMPLETION_RESPONSE = {
+    "description": "A `chat.completion` object; with `stream: true`, Server-Sent Events of "
+    "`chat.completion.chunk` objects ending with `data: [DONE]`, as OpenAI streams them.",
+    "content": {
+        "application/json": {"schema": {"type": "object"}},
+        "text/event-stream": {"itemSchema": {"type": "object"}},
+    },
+}
+
+
+@router.post(
+    "/chat/completions",
+    summary="OpenAI-compatible chat completion, with memory",
+    responses={200: COMPLETION_RESPONSE},
+)
 async def chat_completions(
     body: ChatCompletionRequest,
     state: StateDep,

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import redis
 from sqlalchemy import func, select, text
@@ -93,11 +94,6 @@ class Services:
     def restart_redis(self) -> None:
         self.valkey.stop()
         self.redis_url = self.valkey.start()
-        # The producer clients of this process hold dead connections now.
-        from memwell.intake import enqueue
-
-        enqueue._producers.clear()
-        enqueue._inbox_clients.clear()
 
     def stop_postgres(self) -> None:
         self.pg.stop()
@@ -118,6 +114,32 @@ class Result:
     duplicate_memories: int
     drain_s: float
     notes: str = ""
+    dead_letters: int = 0
+    #: "alive/started" worker main processes at the end, for faults that must not kill
+    workers_alive: str = ""
+    #: API faults: answers other than success or 503 while Redis was down, and any
+    #: non-success answer once it was back
+    errors_during: int = 0
+    errors_after: int = 0
+
+    @classmethod
+    def of(
+        cls, fault: str, *, sent: int, counts: dict[str, int], drain_s: float, **extra: Any
+    ) -> Result:
+        """A fault's row from `measure`'s counts: a user turn marked processed without a
+        memory event lost its memory, so it counts as lost."""
+        return cls(
+            fault=fault,
+            sent=sent,
+            processed=counts["processed"],
+            lost=counts["lost"] + counts["user_turns_without_event"],
+            duplicated=counts["duplicated"],
+            memories=counts["memories"],
+            reinforcements=counts["reinforcements"],
+            duplicate_memories=counts["duplicate_memories"],
+            drain_s=drain_s,
+            **extra,
+        )
 
 
 class Sweeper:
@@ -292,15 +314,10 @@ def run_wipe_before_workers(
         _wait(lambda: _processed(sessions) >= len(turns), timeout=300)
         counts = measure(sessions, [t.id for t in turns], {t.id for t in turns if t.role == "user"})
     engine.dispose()
-    return Result(
-        fault="redis-wipe-first",
+    return Result.of(
+        "redis-wipe-first",
         sent=sent,
-        processed=counts["processed"],
-        lost=counts["lost"] + counts["user_turns_without_event"],
-        duplicated=counts["duplicated"],
-        memories=counts["memories"],
-        reinforcements=counts["reinforcements"],
-        duplicate_memories=counts["duplicate_memories"],
+        counts=counts,
         drain_s=time.monotonic() - started,
         notes=f"sweeps={sweeper.runs} redispatched={sweeper.redispatched}",
     )

@@ -21,7 +21,16 @@ Faults:
   mid-ingestion; the AOF brings the queues back;
 - postgres-stop: stop Postgres for 60 s mid-ingestion, then start it again;
 - redis-wipe (outbox): turns are accepted the way POST /v1/turns does (persisted
-  first), then Redis loses everything (FLUSHALL); the sweeper re-dispatches.
+  first), then Redis loses everything (FLUSHALL); the sweeper re-dispatches;
+- redis-outage: the whole input queued, then Valkey stopped for a few seconds, again
+  and again (--outages, --outage-s) while the backlog drains; the worker processes
+  must all be the original ones at the end, with no dead letter;
+- redis-restart-api: a real API process under traffic (turns, searches, context)
+  while Valkey stops and starts; no answer but success or 503 while it is down, and
+  only successes once it is back (bench/chaos/redis_faults.py).
+
+    python -m bench.chaos.run --faults redis-outage,redis-restart-api --outages 5
+    python -m bench.chaos.run --faults redis-outage --repeat 5 --no-control
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from bench.chaos.harness import (
     Sweeper,
     _processed,
     _wait,
+    expected_counts,
     make_input,
     measure,
     send_all,
@@ -54,6 +64,7 @@ from bench.chaos.harness import (
     worker_env,
     workers,
 )
+from bench.chaos.redis_faults import run_outage_backlog, run_restart_with_traffic
 from memwell.core.settings import Settings
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.intake.enqueue import enqueue_turns
@@ -61,7 +72,14 @@ from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.local.worker_process import WorkerProcess
 
-FAULTS = ("sigkill", "redis-restart", "postgres-stop", "redis-wipe")
+FAULTS = (
+    "sigkill",
+    "redis-restart",
+    "postgres-stop",
+    "redis-wipe",
+    "redis-outage",
+    "redis-restart-api",
+)
 
 
 def _sigkill_loop(
@@ -175,43 +193,48 @@ def run_one(
             kills = f"kills: main={fault_log.count('main')} child={fault_log.count('child')}"
             notes = f"{kills}; {notes}"
     engine.dispose()
-    return Result(
-        fault=fault,
+    return Result.of(
+        fault,
         sent=sent,
-        processed=counts["processed"],
-        # A user turn marked processed without a memory event lost its memory.
-        lost=counts["lost"] + counts["user_turns_without_event"],
-        duplicated=counts["duplicated"],
-        memories=counts["memories"],
-        reinforcements=counts["reinforcements"],
-        duplicate_memories=counts["duplicate_memories"],
+        counts=counts,
         drain_s=drain_s,
         notes=notes,
     )
 
 
+def verdict(r: Result, control: Result) -> bool:
+    """Nothing lost or doubled; the same memories as the control run (same input);
+    no dead letter, no dead worker and no unexpected API error where those apply."""
+    ok = r.lost == 0 and r.duplicated == 0 and r.duplicate_memories == 0
+    ok = ok and r.dead_letters == 0 and r.errors_during == 0 and r.errors_after == 0
+    if r.workers_alive:
+        alive, started = r.workers_alive.split("/")
+        ok = ok and alive == started
+    if r.fault != "redis-restart-api":  # its input is its own traffic
+        ok = ok and r.memories == control.memories and r.reinforcements == control.reinforcements
+    return ok
+
+
 def print_table(results: list[Result], control: Result) -> None:
     head = (
-        f"{'fault':<15}{'sent':>6}{'processed':>11}{'lost':>6}{'duplicated':>12}"
-        f"{'memories':>10}{'reinforced':>12}{'dup mem':>9}{'drain s':>9}  verdict"
+        f"{'fault':<18}{'sent':>6}{'processed':>11}{'lost':>6}{'duplicated':>12}"
+        f"{'memories':>10}{'reinforced':>12}{'dup mem':>9}{'dead':>6}{'alive':>7}"
+        f"{'err':>8}{'drain s':>9}  verdict"
     )
     print(head)
     print("-" * len(head))
     for r in [control, *results]:
-        ok = (
-            r.lost == 0
-            and r.duplicated == 0
-            and r.duplicate_memories == 0
-            and r.memories == control.memories
-            and r.reinforcements == control.reinforcements
-        )
+        errors = f"{r.errors_during}/{r.errors_after}" if r.fault == "redis-restart-api" else ""
         print(
-            f"{r.fault:<15}{r.sent:>6}{r.processed:>11}{r.lost:>6}{r.duplicated:>12}"
-            f"{r.memories:>10}{r.reinforcements:>12}{r.duplicate_memories:>9}{r.drain_s:>9.1f}"
-            f"  {'OK' if ok else 'FAIL'}"
+            f"{r.fault:<18}{r.sent:>6}{r.processed:>11}{r.lost:>6}{r.duplicated:>12}"
+            f"{r.memories:>10}{r.reinforcements:>12}{r.duplicate_memories:>9}{r.dead_letters:>6}"
+            f"{r.workers_alive:>7}{errors:>8}{r.drain_s:>9.1f}"
+            f"  {'OK' if verdict(r, control) else 'FAIL'}"
         )
     for r in results:
         print(f"  {r.fault}: {r.notes}")
+    if any(r.fault == "redis-restart-api" for r in results):
+        print("  err: API answers other than success/503 while Redis was down / any error after")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=5000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--faults", default=",".join(FAULTS))
+    parser.add_argument("--outages", type=int, default=5, help="redis-outage: how many")
+    parser.add_argument("--outage-s", type=float, default=4.0, help="seconds each lasts")
+    parser.add_argument("--no-control", action="store_true", help="skip the control run")
+    parser.add_argument("--repeat", type=int, default=1, help="run each fault this many times")
     args = parser.parse_args(argv)
     faults = [f for f in args.faults.split(",") if f]
     unknown = set(faults) - set(FAULTS)
@@ -228,18 +255,30 @@ def main(argv: list[str] | None = None) -> int:
     services = Services(Path(tempfile.mkdtemp(prefix="memwell-chaos-")))
     services.start()
     try:
-        print(f"control run: {len(turns)} turns, {USERS} users, no fault", file=sys.stderr)
-        control = run_one(services, "control", turns, n_workers=args.workers)
+        if args.no_control:
+            control = Result("expected", len(turns), len(turns), 0, 0, 0, 0, 0, 0.0)
+            control.memories, control.reinforcements = expected_counts(turns).values()
+        else:
+            print(f"control run: {len(turns)} turns, {USERS} users, no fault", file=sys.stderr)
+            control = run_one(services, "control", turns, n_workers=args.workers)
         results = []
-        for fault in faults:
+        for fault in [f for f in faults for _ in range(args.repeat)]:
             print(f"fault: {fault}", file=sys.stderr)
-            results.append(run_one(services, fault, turns, n_workers=args.workers))
+            if fault == "redis-outage":
+                result = run_outage_backlog(
+                    services, turns, outages=args.outages, outage_s=args.outage_s,
+                    n_workers=args.workers,
+                )  # fmt: skip
+            elif fault == "redis-restart-api":
+                result = run_restart_with_traffic(
+                    services, outage_s=args.outage_s, n_workers=args.workers
+                )
+            else:
+                result = run_one(services, fault, turns, n_workers=args.workers)
+            results.append(result)
             print_table(results, control)  # as it goes: a later crash keeps these rows
         print_table(results, control)
-        ok = all(
-            r.lost == 0 and r.duplicated == 0 and r.memories == control.memories for r in results
-        )
-        return 0 if ok else 1
+        return 0 if all(verdict(r, control) for r in results) else 1
     finally:
         services.stop()
 

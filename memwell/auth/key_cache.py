@@ -14,7 +14,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
-from memwell.auth.keys import Principal, hash_key
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memwell.auth.keys import Principal, authenticate, hash_key
 
 MAX_ENTRIES: Final = 10_000
 
@@ -42,9 +44,14 @@ class KeyCache:
             return None
         expires, principal = entry
         if self._clock() >= expires:
-            del self._entries[digest]
-            return None
+            return None  # kept (until evicted) for `seen`, never trusted again
         return principal
+
+    def seen(self, key: str) -> bool:
+        """Whether this process verified `key` before, however long ago (a hint of
+        whom to keep serving while its address is refused for failures; never a
+        reason to trust it without a fresh lookup)."""
+        return hash_key(key) in self._entries
 
     def put(self, key: str, principal: Principal) -> None:
         if self.ttl_s <= 0:
@@ -54,3 +61,16 @@ class KeyCache:
         self._entries.move_to_end(digest)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
+
+
+async def verify_key(
+    cache: KeyCache, sessions: async_sessionmaker[AsyncSession], key: str
+) -> Principal | None:
+    """The principal of a live key, from the cache or one lookup; None if unknown."""
+    found = cache.get(key)
+    if found is None:
+        async with sessions() as session:
+            found = await authenticate(session, key)
+        if found is not None:
+            cache.put(key, found)
+    return found

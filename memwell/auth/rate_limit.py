@@ -44,6 +44,15 @@ class RateLimiter:
         self.burst = burst
         self._script = client.register_script(LIMIT_SCRIPT)
 
+    async def peek(self, bucket: str) -> RateDecision:
+        """Whether `bucket` holds a whole token, taking none; allowed when Redis is down."""
+        decision = await self.hit(bucket, cost=0)
+        if decision.remaining >= 1:
+            return decision
+        return RateDecision(
+            allowed=False, retry_after_s=max(1, math.ceil(1 / self.rate_per_s)), remaining=0
+        )
+
     async def hit(self, bucket: str, *, cost: int = 1) -> RateDecision:
         """Take `cost` tokens from `bucket` if it has them; allowed when Redis is down."""
         try:

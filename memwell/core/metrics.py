@@ -157,6 +157,37 @@ class BacklogCollector(Collector):
         )
 
 
+REEMBED_MEMORIES_TOTAL = Counter(
+    "memwell_reembed_embedded_total",
+    "Memories a re-embed gave a target-model vector (rate(): re-embed memories/s).",
+)
+
+
+class ReembedCollector(Collector):
+    """The re-embed in flight (or the last one), read from Postgres at scrape time:
+    `memwell_reembed_rows` (in scope), `memwell_reembed_rows_walked` and
+    `memwell_reembed_users_switched`, labelled by state and target model."""
+
+    def __init__(self, progress: dict[str, Any] | None) -> None:
+        self.progress = progress
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        names = {
+            "total": ("memwell_reembed_rows", "Embedded memories in the re-embed's scope."),
+            "embedded": ("memwell_reembed_rows_walked", "Memories the re-embed's walk passed."),
+            "switched_users": (
+                "memwell_reembed_users_switched",
+                "Users searched with the re-embed's target model.",
+            ),
+        }
+        for key, (name, doc) in names.items():
+            family = GaugeMetricFamily(name, doc, labels=["state", "target"])
+            if self.progress is not None:
+                p = self.progress
+                family.add_metric([p["state"], p["target_model"]], float(p[key]))
+            yield family
+
+
 def read_queue_depths(redis_url: str, queues: Iterable[str]) -> tuple[dict[str, int], int]:
     """LLEN of each queue key and the size of the transport's unacked hash."""
     import redis

@@ -26,6 +26,8 @@ class TaskName(StrEnum):
     DECAY = "memwell.maintenance.decay"
     PRUNE = "memwell.maintenance.prune"
     CLOSE_IDLE_SESSIONS = "memwell.maintenance.close_idle_sessions"
+    REEMBED_STEP = "memwell.reembed.step"
+    REEMBED_TICK = "memwell.reembed.tick"
 
 
 TASK_QUEUES: dict[TaskName, Queue] = {
@@ -38,6 +40,8 @@ TASK_QUEUES: dict[TaskName, Queue] = {
     TaskName.DECAY: Queue.MAINTENANCE,
     TaskName.PRUNE: Queue.MAINTENANCE,
     TaskName.CLOSE_IDLE_SESSIONS: Queue.MAINTENANCE,
+    TaskName.REEMBED_STEP: Queue.MAINTENANCE,
+    TaskName.REEMBED_TICK: Queue.MAINTENANCE,
 }
 
 

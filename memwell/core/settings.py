@@ -38,6 +38,15 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_DATA_DIR",
         description="Where the embedded services keep their data and the stack file.",
     )
+    redis_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        validation_alias="MEMWELL_REDIS_PORT",
+        description="Port of the embedded Valkey that `memwell up` starts. Unset: the port "
+        "this data dir used last time, else a free one from 16379 (recorded in "
+        "MEMWELL_DATA_DIR/ports.json).",
+    )
     model_cache_dir: Path = Field(
         default=Path.home() / ".cache" / "memwell",
         validation_alias="MEMWELL_MODEL_CACHE",
@@ -271,6 +280,37 @@ class Settings(BaseSettings):
         default=10.0, gt=0, validation_alias="MEMWELL_ACCESS_FLUSH_EVERY_S"
     )
 
+    # --- re-embed (moving the store to another embedding model) -------------------------
+    reembed_batch_size: int = Field(
+        default=256,
+        ge=1,
+        le=10_000,
+        validation_alias="MEMWELL_REEMBED_BATCH",
+        description="Memories per re-embed batch: one transaction holds their vectors "
+        "and the cursor, so a killed worker redoes at most this many.",
+    )
+    reembed_rate_per_s: float = Field(
+        default=0.0,
+        ge=0,
+        validation_alias="MEMWELL_REEMBED_RATE",
+        description="Default cap of a re-embed, in memories per second (0: none). Cap it "
+        "to keep a hosted embedder's quota, or the local CPU, for live traffic.",
+    )
+    reembed_grace_s: float = Field(
+        default=24 * 3600.0,
+        ge=0,
+        validation_alias="MEMWELL_REEMBED_GRACE_S",
+        description="After `reembed finish`, the previous model's vectors are kept this "
+        "long (a way back), then dropped.",
+    )
+    reembed_stale_s: float = Field(
+        default=120.0,
+        ge=1,
+        validation_alias="MEMWELL_REEMBED_STALE_S",
+        description="A running re-embed that has not moved for this long gets its step "
+        "re-sent by beat (its worker was killed between steps).",
+    )
+
     # --- celery -------------------------------------------------------------------------
     visibility_timeout_s: int = Field(
         default=3600,
@@ -375,7 +415,8 @@ class Settings(BaseSettings):
         ge=0,
         le=65535,
         validation_alias="MEMWELL_WORKER_METRICS_PORT",
-        description="Port of a worker's Prometheus /metrics (0: off). `memwell up` uses 9808. "
+        description="Port of a worker's Prometheus /metrics (0: off). `memwell up` uses "
+        "9808, or the port its data dir used last time, or a free one after 9808. "
         "One port per worker node: its pool processes are aggregated (multiprocess mode).",
     )
     worker_metrics_host: str = Field(
@@ -395,12 +436,46 @@ class Settings(BaseSettings):
         ge=1,
         le=65535,
         validation_alias="MEMWELL_API_PORT",
-        description="Port of `memwell api`.",
+        description="Port of `memwell api`. Unset, `memwell up` uses the port its data dir "
+        "used last time, else 8420 if free, else a free one after it.",
     )
     api_url: str | None = Field(
         default=None,
         validation_alias="MEMWELL_API_URL",
         description="Where clients (demo, SDK) reach the API. Unset: http://api_host:api_port.",
+    )
+    api_header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias="MEMWELL_API_HEADER_TIMEOUT_S",
+        description="A connection must deliver a request's whole header block this soon "
+        "after its first byte (or after connecting); a slower one is closed.",
+    )
+    api_body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias="MEMWELL_API_BODY_TIMEOUT_S",
+        description="A request's whole body must arrive this soon after its headers; a "
+        "slower one is answered 408 and closed.",
+    )
+    api_keep_alive_s: int = Field(
+        default=5,
+        ge=1,
+        validation_alias="MEMWELL_API_KEEP_ALIVE_S",
+        description="Seconds an idle keep-alive connection stays open between requests.",
+    )
+    api_max_header_bytes: int = Field(
+        default=16 * 1024,
+        ge=1024,
+        validation_alias="MEMWELL_API_MAX_HEADER_BYTES",
+        description="Largest request line plus headers; a larger one is answered 400.",
+    )
+    api_limit_concurrency: int = Field(
+        default=0,
+        ge=0,
+        validation_alias="MEMWELL_API_LIMIT_CONCURRENCY",
+        description="Open connections plus requests in flight above which a process "
+        "answers 503 at once (0: no limit). Each open connection costs a file descriptor.",
     )
     max_message_chars: int = Field(
         default=32_000,
@@ -464,6 +539,31 @@ class Settings(BaseSettings):
         ge=1024,
         validation_alias="MEMWELL_MAX_BODY_BYTES",
         description="Request bodies over this are refused (413) before being read whole.",
+    )
+    auth_fail_per_s: float = Field(
+        default=2.0,
+        ge=0,
+        validation_alias="MEMWELL_AUTH_FAIL_PER_S",
+        description="Requests with a missing or wrong API key allowed per client address "
+        "per second, after a burst of MEMWELL_AUTH_FAIL_BURST (then 429); 0 turns it off. "
+        "Behind a proxy, the address is the proxy's unless uvicorn trusts its "
+        "X-Forwarded-For (FORWARDED_ALLOW_IPS).",
+    )
+    auth_fail_burst: int = Field(
+        default=60,
+        ge=1,
+        validation_alias="MEMWELL_AUTH_FAIL_BURST",
+        description="Failed authentications one client address may make at once before "
+        "MEMWELL_AUTH_FAIL_PER_S applies.",
+    )
+    erasure_secret: SecretStr | None = Field(
+        default=None,
+        min_length=16,
+        validation_alias="MEMWELL_ERASURE_SECRET",
+        description="Key of the HMAC that names an erased user's tombstone, so a guessed "
+        "user id cannot be confirmed from the database alone. Every process of a stack "
+        "must share it. Unset: generated once into MEMWELL_DATA_DIR/erasure.secret, which "
+        "suits processes sharing one data dir (memwell up); set it on multi-host stacks.",
     )
     max_metadata_bytes: int = Field(
         default=16 * 1024,

@@ -213,6 +213,81 @@ class MemoryAnnIndex(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 
+class MemoryEmbedding(Base):
+    """A memory's vector of a second embedding model, beside `memories.embedding`.
+
+    While a re-embed runs it holds the target model's vector; once the memory's user
+    has switched, the previous model's (abort swaps it back, finish drops it). Goes
+    with its memory: erasure and prune delete nothing here themselves.
+    """
+
+    __tablename__ = "memory_embeddings"
+
+    memory_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True
+    )
+    model: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(200))
+    embedding: Mapped[Any] = mapped_column(Vector())
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    __table_args__ = (Index("ix_memory_embeddings_user", "tenant", "user_id", "model"),)
+
+
+MIGRATION_STATES = ("running", "paused", "ready", "aborting", "finished", "aborted")
+
+
+class EmbeddingMigration(Base):
+    """One re-embed of the store (or of a tenant, or a user) to another model.
+
+    The keyset cursor walks (tenant, user_id, created_at, id), the order of the
+    per-user btree; each batch commits its vectors and the cursor together, so a
+    killed worker's batch is redone whole or not at all.
+    `step_token` names the one step task allowed to run next (redeliveries no-op).
+    """
+
+    __tablename__ = "embedding_migrations"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    tenant: Mapped[str | None] = mapped_column(String(128))
+    user_id: Mapped[str | None] = mapped_column(String(200))
+    target_spec: Mapped[str] = mapped_column(String(300))
+    target_model: Mapped[str] = mapped_column(String(128))
+    target_base_url: Mapped[str | None] = mapped_column(Text)
+    target_dims: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    step_token: Mapped[str] = mapped_column(String(32))
+    cursor_tenant: Mapped[str | None] = mapped_column(String(128))
+    cursor_user: Mapped[str | None] = mapped_column(String(200))
+    cursor_created_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    cursor_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    #: the cursor has passed the last row; what remains is catching up stragglers
+    walked: Mapped[bool] = mapped_column(server_default=text("false"))
+    total: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    embedded: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    switched_users: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    batch_size: Mapped[int] = mapped_column(Integer)
+    rate_per_s: Mapped[float] = mapped_column(Float)
+    grace_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    old_dropped_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        CheckConstraint(f"state IN {MIGRATION_STATES}", name="state"),
+        # At most one re-embed in flight: two would race for the same rows.
+        Index(
+            "uq_embedding_migrations_in_flight",
+            text("(true)"),
+            unique=True,
+            postgresql_where=text("state IN ('running', 'paused', 'ready', 'aborting')"),
+        ),
+    )
+
+
 class ChatSession(Base):
     """A conversation: its running summary, counters and last activity."""
 

@@ -78,12 +78,19 @@ def record_dead_letter(
 
 
 def list_dead_letters(
-    session: Session, *, include_replayed: bool = False, limit: int = 50
+    session: Session,
+    *,
+    include_replayed: bool = False,
+    limit: int = 50,
+    tenant: str | None = None,
 ) -> list[DeadLetter]:
-    """The newest dead letters (open ones only, unless asked)."""
+    """The newest dead letters (open ones only, unless asked); with `tenant`, only
+    that tenant's."""
     stmt = select(DeadLetter).order_by(DeadLetter.id.desc()).limit(limit)
     if not include_replayed:
         stmt = stmt.where(DeadLetter.replayed_at.is_(None))
+    if tenant is not None:
+        stmt = stmt.where(DeadLetter.tenant == tenant)
     return list(session.scalars(stmt).all())
 
 
@@ -93,10 +100,12 @@ def replay_dead_letters(
     *,
     ids: Sequence[int] | None = None,
     limit: int = 100,
+    tenant: str | None = None,
 ) -> list[int]:
-    """Re-send open dead letters (these ids, or the oldest `limit`) with their original
-    task name and arguments, and mark them replayed. Tasks are idempotent, so a replay
-    of work that did land is harmless. Returns the replayed ids."""
+    """Re-send open dead letters (these ids, or the oldest `limit`; with `tenant`, only
+    that tenant's) with their original task name and arguments, and mark them
+    replayed. Tasks are idempotent, so a replay of work that did land is harmless.
+    Returns the replayed ids."""
     stmt = (
         select(DeadLetter)
         .where(DeadLetter.replayed_at.is_(None))
@@ -106,6 +115,8 @@ def replay_dead_letters(
     )
     if ids is not None:
         stmt = stmt.where(DeadLetter.id.in_(list(ids)))
+    if tenant is not None:
+        stmt = stmt.where(DeadLetter.tenant == tenant)
     letters = list(session.scalars(stmt).all())
     for letter in letters:
         send(letter.task_name, dict(letter.payload))

@@ -8,12 +8,16 @@ here, in Redis (AOF) under its request id, then sends the task; the ingest task
 removes the entry once the turns are committed to Postgres; and the sweeper re-sends
 entries older than MEMWELL_SWEEP_AFTER_S. Persisting is idempotent on turn ids, so a
 re-send of a payload that was merely slow costs a no-op.
+
+Erasure of a user purges the user's turns from the entries (`purge_user`), so
+neither the inbox nor a re-send outlives the erasure.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
+import orjson
 import redis
 from redis.client import Pipeline
 
@@ -61,3 +65,50 @@ def claim_stale(
         for i, b in zip(ids, bodies, strict=True)
         if b is not None
     ]
+
+
+def without_user(payload: Any, *, tenant: str, user_id: str) -> Any:
+    """An ingest payload minus the turns of (tenant, user_id): the payload itself when
+    it holds none of them, None when it holds nothing else. Shapes it does not know
+    come back unchanged (a worker dead-letters them; erasure reaches dead letters)."""
+    if not isinstance(payload, dict) or payload.get("tenant") != tenant:
+        return payload
+    turns = payload.get("turns")
+    if not isinstance(turns, list):
+        return payload
+    kept = [t for t in turns if not (isinstance(t, dict) and t.get("user_id") == user_id)]
+    if len(kept) == len(turns):
+        return payload
+    return {**payload, "turns": kept} if kept else None
+
+
+def purge_user(client: redis.Redis, *, tenant: str, user_id: str) -> int:
+    """Remove the user's turns from every inbox entry (the whole entry when nothing
+    else is left), so the sweeper never re-sends them. Returns entries changed."""
+    changed = 0
+    for task_id, raw in client.hscan_iter(INBOX_KEY, count=500):
+        try:
+            payload = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        rest = without_user(payload, tenant=tenant, user_id=user_id)
+        if rest is payload:
+            continue
+        # Only if the entry is still there and unchanged: a worker may have finished it.
+        if client.eval(_REPLACE, 2, INBOX_KEY, INDEX_KEY, task_id, raw,
+                       b"" if rest is None else orjson.dumps(rest)):  # fmt: skip
+            changed += 1
+    return changed
+
+
+# Replace (or, given an empty value, delete) one inbox entry if it still holds ARGV[2].
+_REPLACE = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+if ARGV[3] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+end
+return 1
+"""

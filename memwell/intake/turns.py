@@ -90,10 +90,15 @@ Identifier = Annotated[
 Role = Literal["user", "assistant", "system", "tool"]
 
 
+_NUMERIC: Final = re.compile(r"[+-]?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?")
+
+
 def _not_a_number(value: object) -> object:
     # Pydantic would read a number as Unix time, which the schema does not offer and
     # which hides a seconds/milliseconds mix-up (1024 became 1970-01-01T00:17:04).
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) or (
+        isinstance(value, str) and _NUMERIC.fullmatch(value.strip())
+    ):
         raise ValueError("must be an ISO-8601 date-time string, not a number")
     return value
 

@@ -12,6 +12,7 @@ import click
 from memwell.local.admin_cli import dlq, keys
 from memwell.local.cli_errors import OneLineErrors
 from memwell.local.maintenance_cli import maintenance
+from memwell.local.reembed_cli import reembed
 
 # Only click and the command modules load at the top: every command imports what it
 # needs (settings, the database, Celery) in its body, so `memwell --help` answers at
@@ -48,25 +49,14 @@ def migrate() -> None:
 @click.option("--workers", type=int, default=1, show_default=True, help="Uvicorn worker processes.")
 def api(host: str | None, port: int | None, workers: int) -> None:
     """Serve the HTTP API."""
-    import uvicorn
+    from uvicorn.importer import import_from_string
 
-    from memwell.core.metrics import MULTIPROC_ENV
     from memwell.core.settings import get_settings
 
-    settings = get_settings()
-    if workers > 1 and not os.environ.get(MULTIPROC_ENV):
-        # Several processes answer /metrics in turn: aggregate them (multiprocess mode).
-        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-api-metrics-")
-    uvicorn.run(
-        "api.main:create_app",
-        factory=True,
-        host=host or settings.api_host,
-        port=port or settings.api_port,
-        workers=workers,
-        log_level=settings.log_level.lower(),
-        log_config=None,  # keep memwell.core.logs' JSON handler; uvicorn's would replace it
-        access_log=False,  # the request middleware logs each request, with its id
-    )
+    # By name, as uvicorn names the app: the CLI sits below the doors and never
+    # imports them (import-linter's layers).
+    run = import_from_string("api.server:run")
+    run(get_settings(), host=host, port=port, workers=workers)
 
 
 def _celery(*args: str) -> None:
@@ -79,7 +69,14 @@ def _celery(*args: str) -> None:
     "--concurrency", type=int, default=None, help="Processes (default MEMWELL_WORKER_CONCURRENCY)."
 )
 @click.option("--events", is_flag=True, help="Send task events (for Flower's task views).")
-def worker(queues: str, concurrency: int | None, events: bool) -> None:
+@click.option(
+    "--autoscale",
+    default=None,
+    metavar="MAX,MIN",
+    help="Grow to MAX processes under backlog, shrink to MIN idle (Celery's autoscaler; "
+    "replaces --concurrency). For I/O-bound queues (llm); see docs/scaling.md.",
+)
+def worker(queues: str, concurrency: int | None, events: bool, autoscale: str | None) -> None:
     """Run a Celery worker consuming the given queues.
 
     Prometheus multiprocess mode needs its directory before any process imports
@@ -94,8 +91,7 @@ def worker(queues: str, concurrency: int | None, events: bool) -> None:
         "worker",
         "-Q",
         queues,
-        "-c",
-        str(n),
+        *(["--autoscale", autoscale] if autoscale else ["-c", str(n)]),
         "--loglevel",
         get_settings().log_level,
         "--without-gossip",
@@ -137,7 +133,8 @@ def demo(api_url: str | None) -> None:
 @click.option("--exit-after-demo", is_flag=True, help="Stop the stack when the demo ends.")
 def up(with_demo: bool, exit_after_demo: bool) -> None:
     """Start embedded services (unless URLs are set), migrate, and supervise api,
-    worker and beat until Ctrl-C."""
+    worker and beat until Ctrl-C; says "ready" once a worker consumes. One per data
+    dir."""
     from memwell.core.settings import get_settings
     from memwell.local.up import run_up
 
@@ -294,6 +291,7 @@ def status(as_json: bool) -> None:
 main.add_command(maintenance)
 main.add_command(dlq)
 main.add_command(keys)
+main.add_command(reembed)
 
 
 @main.command("erase-user")

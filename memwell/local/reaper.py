@@ -38,9 +38,13 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 def parent_death_signal(signum: int = signal.SIGTERM) -> Callable[[], None]:
     """A `preexec_fn` that has the child sent `signum` when this process dies (Linux; a
-    no-op elsewhere). Linux ties the signal to the thread that forks: start the child
-    from a thread that lives as long as the child should."""
-    if not sys.platform.startswith("linux"):
+    no-op elsewhere). Linux ties the signal to the thread that forks, not the process:
+    a child started from a short-lived thread (a chaos loop restarting a killed
+    worker) would be stopped when that thread ends. So it is armed only from the main
+    thread; elsewhere the reaper alone covers the child."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not (
+        threading.main_thread()
+    ):
         return lambda: None
     prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded before the fork
     parent = os.getpid()

@@ -1,6 +1,13 @@
-"""Run child processes under supervision: restart the ones that crash, and on
-Ctrl-C / SIGTERM stop every one of them, whole process groups included, so that no
-orphan (a Celery pool child, a uvicorn worker) outlives `memwell up`."""
+"""Run child processes under supervision: restart the ones that crash, announce
+readiness once the stack really serves, and on Ctrl-C / SIGTERM stop them one by
+one in the order given (API first, workers last), whole process groups included,
+so that no orphan (a Celery pool child, a uvicorn worker) outlives `memwell up`.
+
+Each child leads a session of its own: the terminal's Ctrl-C reaches only this
+process, which then stops the children in order. Each is also asked to receive
+SIGTERM if this process dies without stopping it (Linux's parent-death signal), and
+its group is watched by the reaper (memwell/local/reaper.py) for the same case.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +17,18 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
+
+from memwell.local.reaper import parent_death_signal, reaper
 
 log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 15.0
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+STABLE_AFTER_S = 60.0  # a child up this long starts its backoff from the beginning again
+READY_PROBE_EVERY_S = 0.5
 
 
 @dataclass
@@ -26,10 +37,21 @@ class Child:
     argv: Sequence[str]
     #: a one-shot child (the demo) is not restarted when it exits
     restart: bool = True
+    #: started only once the stack is ready (the demo needs a consuming worker)
+    after_ready: bool = False
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     next_start: float = 0.0
+    started_at: float = 0.0
     exit_code: int | None = field(default=None)
+
+
+@dataclass
+class Readiness:
+    """`probe` is polled until it answers True; then `on_ready` runs, once."""
+
+    probe: Callable[[], bool]
+    on_ready: Callable[[], None]
 
 
 class Supervisor:
@@ -39,16 +61,32 @@ class Supervisor:
         *,
         env: Mapping[str, str],
         exit_after_oneshots: bool = False,
+        readiness: Readiness | None = None,
+        on_start: Callable[[Child], None] | None = None,
     ) -> None:
+        """`children` in stop order: each stops only after the one before it ended."""
         self.children = list(children)
         self.env = dict(env)
         self.exit_after_oneshots = exit_after_oneshots
+        self.readiness = readiness
+        self.ready = readiness is None
+        self.on_start = on_start
         self._stopping = False
+        self._next_probe = 0.0
 
     def _start(self, child: Child) -> None:
         # A new session makes the child a process-group leader: on stop we signal the
         # whole group, which reaches the grandchildren too.
-        child.process = subprocess.Popen(list(child.argv), env=self.env, start_new_session=True)
+        child.process = subprocess.Popen(
+            list(child.argv),
+            env=self.env,
+            start_new_session=True,
+            preexec_fn=parent_death_signal(),
+        )
+        child.started_at = time.monotonic()
+        reaper().watch(child.process.pid, group=True)
+        if self.on_start is not None:
+            self.on_start(child)
         log.info("started %s (pid %d)", child.name, child.process.pid)
 
     def _request_stop(self, signum: int, _frame: FrameType | None) -> None:
@@ -64,15 +102,12 @@ class Supervisor:
         }
         try:
             for child in self.children:
-                self._start(child)
+                if not child.after_ready:
+                    self._start(child)
             while not self._stopping:
                 self._poll()
-                oneshots = [c for c in self.children if not c.restart]
-                if (
-                    self.exit_after_oneshots
-                    and oneshots
-                    and all(c.process is None for c in oneshots)
-                ):
+                self._check_ready()
+                if self._oneshots_done():
                     break
                 time.sleep(0.2)
         finally:
@@ -81,46 +116,74 @@ class Supervisor:
                 signal.signal(sig, handler)
         return max((c.exit_code or 0 for c in self.children if not c.restart), default=0)
 
+    def _oneshots_done(self) -> bool:
+        oneshots = [c for c in self.children if not c.restart]
+        return (
+            self.exit_after_oneshots
+            and bool(oneshots)
+            and all(c.process is None and c.exit_code is not None for c in oneshots)
+        )
+
+    def _check_ready(self) -> None:
+        if self.ready or self.readiness is None or time.monotonic() < self._next_probe:
+            return
+        self._next_probe = time.monotonic() + READY_PROBE_EVERY_S
+        if not self.readiness.probe():
+            return
+        self.ready = True
+        self.readiness.on_ready()
+        for child in self.children:
+            if child.after_ready and child.process is None:
+                self._start(child)
+
     def _poll(self) -> None:
         now = time.monotonic()
         for child in self.children:
             if child.process is None:
-                if child.restart and now >= child.next_start:
+                waiting = child.after_ready and not self.ready
+                if child.restart and not waiting and now >= child.next_start:
                     self._start(child)
                 continue
             code = child.process.poll()
             if code is None:
                 continue
+            reaper().forget(child.process.pid)
+            _signal_group(child, signal.SIGKILL)  # a pool child left behind
             child.process = None
             child.exit_code = code
             if not child.restart:
                 log.info("%s finished with exit code %d", child.name, code)
                 continue
+            if now - child.started_at > STABLE_AFTER_S:
+                child.restarts = 0
             delay = RESTART_BACKOFF_S[min(child.restarts, len(RESTART_BACKOFF_S) - 1)]
             child.restarts += 1
             child.next_start = now + delay
             log.warning("%s exited with %d; restarting in %.0f s", child.name, code, delay)
 
     def stop_all(self) -> None:
-        """SIGTERM each child (the group leader only: Celery and uvicorn then shut down
-        warmly, finishing running tasks and stopping their own pool), wait, then SIGKILL
-        the whole group so nothing outlives us."""
-        running = [c for c in self.children if c.process is not None]
-        for child in running:
-            assert child.process is not None
-            with contextlib.suppress(ProcessLookupError):
-                child.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_S
-        for child in running:
-            assert child.process is not None
-            try:
-                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning("%s did not stop in %.0f s; killing it", child.name, STOP_GRACE_S)
-            # The leader may be gone while its group lives on (a pool child): kill the group.
-            _signal_group(child, signal.SIGKILL)
-            child.process.wait()
-            child.process = None
+        """Stop the children one by one, in order: each gets SIGTERM (the group leader
+        only: Celery and uvicorn then shut down warmly, finishing running tasks and
+        stopping their own pool) and up to STOP_GRACE_S, then its group is killed."""
+        for child in self.children:
+            if child.process is not None:
+                _stop_one(child)
+
+
+def _stop_one(child: Child) -> None:
+    assert child.process is not None
+    with contextlib.suppress(ProcessLookupError):
+        child.process.send_signal(signal.SIGTERM)
+    try:
+        child.process.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        log.warning("%s did not stop in %.0f s; killing it", child.name, STOP_GRACE_S)
+    # The leader may be gone while its group lives on (a pool child): kill the group.
+    _signal_group(child, signal.SIGKILL)
+    child.process.wait()
+    reaper().forget(child.process.pid)
+    log.info("stopped %s", child.name)
+    child.process = None
 
 
 def _signal_group(child: Child, sig: signal.Signals) -> None:

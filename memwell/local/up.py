@@ -1,25 +1,32 @@
 """`memwell up`: the embedded one-machine stack.
 
-Starts Postgres+pgvector and Valkey unless DATABASE_URL / REDIS_URL are set, prepares
-the local model, migrates, then supervises api, worker and beat (and the demo, once)
-until Ctrl-C. Everything it started is stopped on the way out.
+Takes the data dir's lock (one `up` per data dir) and stops what a killed previous
+`up` left running (memwell/local/stack_lock.py). Starts Postgres+pgvector and Valkey
+unless DATABASE_URL / REDIS_URL are set, on ports stable for the data dir
+(memwell/local/ports.py), prepares the local model, migrates, then supervises api,
+beat and worker. It prints "ready" once the API answers /readyz and a worker
+consumes; the demo, if asked for, starts then. On Ctrl-C everything it started stops
+in order: API, beat, workers, Valkey, Postgres.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 from pathlib import Path
 
 from memwell.core.settings import Settings
 from memwell.core.stack import StackInfo, clear_stack, write_stack
 from memwell.db import migrate
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
-from memwell.local.supervisor import Child, Supervisor
+from memwell.local.ports import StackPorts, stack_ports
+from memwell.local.readiness import stack_ready
+from memwell.local.reaper import reaper
+from memwell.local.stack_lock import PidRecord, StackLock, clean_orphans
+from memwell.local.supervisor import Child, Readiness, Supervisor
 
 log = logging.getLogger(__name__)
-
-DEFAULT_WORKER_METRICS_PORT = 9808
 
 
 def _prepare_local_model(settings: Settings) -> None:
@@ -68,46 +75,114 @@ def _auth_env(settings: Settings, database_url: str, *, with_demo: bool) -> dict
     return {"MEMWELL_API_KEY": created.key}
 
 
+def _child_env(
+    settings: Settings, *, database_url: str, redis_url: str, ports: StackPorts, with_demo: bool
+) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "MEMWELL_DATA_DIR": str(settings.data_dir.resolve()),
+        "MEMWELL_API_PORT": str(ports.api),
+        "MEMWELL_WORKER_METRICS_PORT": str(ports.worker_metrics),
+        "HF_HUB_OFFLINE": "1",
+    }
+    env.update(_auth_env(settings, database_url, with_demo=with_demo))
+    if with_demo and "MEMWELL_LOG_LEVEL" not in os.environ:
+        # Keep the demo's story readable; errors from the services still show.
+        env["MEMWELL_LOG_LEVEL"] = "WARNING"
+    return env
+
+
+def _children(python: Path, api_url: str, *, with_demo: bool) -> list[Child]:
+    """In stop order: the API stops taking requests first, the workers go last."""
+    cli = [str(python), "-m", "memwell"]
+    children = [
+        Child("api", [*cli, "api"]),
+        Child("beat", [*cli, "beat"]),
+        Child("worker", [*cli, "worker"]),
+    ]
+    if with_demo:
+        demo = Child("demo", [*cli, "demo", "--api-url", api_url], restart=False, after_ready=True)
+        children.insert(0, demo)
+    return children
+
+
+def _announce_ready(api_url: str) -> None:
+    log.info("ready: serving at %s; press Ctrl-C to stop", api_url)
+    # On stdout, whatever the log format: the line an operator or a script waits for.
+    print(f"ready: serving at {api_url}", flush=True)
+    print(f"console: {api_url}/console", flush=True)
+
+
 def run_up(settings: Settings, *, with_demo: bool, exit_after_demo: bool, python: Path) -> int:
     data = settings.data_dir.resolve()
-    pg = None if settings.database_url else EmbeddedPostgres(pgdata=data / "pgdata")
-    rd = None if settings.redis_url else EmbeddedRedis(data_dir=data / "valkey")
+    lock = StackLock(data)
+    lock.acquire()  # a second `up` on this data dir stops here, with one line
     try:
+        return _run_locked(settings, with_demo=with_demo, exit_after_demo=exit_after_demo,
+                           python=python)  # fmt: skip
+    finally:
+        lock.release()
+
+
+def _run_locked(settings: Settings, *, with_demo: bool, exit_after_demo: bool, python: Path) -> int:
+    data = settings.data_dir.resolve()
+    record = PidRecord(data)
+    clean_orphans(record)
+    ports = stack_ports(settings)
+    pg = None if settings.database_url else EmbeddedPostgres(pgdata=data / "pgdata")
+    rd = None if settings.redis_url else EmbeddedRedis(data_dir=data / "valkey", port=ports.redis)
+    try:
+        record.add("up", os.getpid())
         database_url = pg.start() if pg else settings.database_url
+        if pg and pg.pid:
+            record.add("postgres", pg.pid)
+            reaper().watch(pg.pid, signum=signal.SIGINT)  # SIGINT: Postgres' fast shutdown
         redis_url = rd.start() if rd else settings.redis_url
+        if rd and rd.pid:
+            record.add("valkey", rd.pid)
+            reaper().watch(rd.pid)
         assert database_url and redis_url
         log.info("postgres: %s", "embedded" if pg else "external")
         log.info("redis: %s (%s)", redis_url, "embedded" if rd else "external")
         _prepare_local_model(settings)
         migrate.upgrade(database_url)
-        api_url = settings.resolved_api_url
+        api_url = settings.api_url or f"http://{settings.api_host}:{ports.api}"
         write_stack(settings, StackInfo(database_url, redis_url, api_url, os.getpid()))
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
-            "MEMWELL_DATA_DIR": str(data),
-            "HF_HUB_OFFLINE": "1",
-        }
-        env.setdefault("MEMWELL_WORKER_METRICS_PORT", str(DEFAULT_WORKER_METRICS_PORT))
-        env.update(_auth_env(settings, database_url, with_demo=with_demo))
-        if with_demo and "MEMWELL_LOG_LEVEL" not in os.environ:
-            # Keep the demo's story readable; errors from the services still show.
-            env["MEMWELL_LOG_LEVEL"] = "WARNING"
-        cli = [str(python), "-m", "memwell"]
-        children = [
-            Child("api", [*cli, "api"]),
-            Child("worker", [*cli, "worker"]),
-            Child("beat", [*cli, "beat"]),
-        ]
-        if with_demo:
-            children.append(Child("demo", [*cli, "demo", "--api-url", api_url], restart=False))
-        log.info("serving at %s; press Ctrl-C to stop", api_url)
-        supervisor = Supervisor(children, env=env, exit_after_oneshots=exit_after_demo)
+        env = _child_env(
+            settings, database_url=database_url, redis_url=redis_url, ports=ports,
+            with_demo=with_demo,
+        )  # fmt: skip
+        log.info('starting at %s; "ready" follows once a worker consumes', api_url)
+        supervisor = Supervisor(
+            _children(python, api_url, with_demo=with_demo),
+            env=env,
+            exit_after_oneshots=exit_after_demo,
+            readiness=Readiness(
+                probe=lambda: stack_ready(api_url), on_ready=lambda: _announce_ready(api_url)
+            ),
+            on_start=lambda child: _record_child(record, child),
+        )
         return supervisor.run()
     finally:
         clear_stack(settings)
-        if rd:
-            rd.stop()
-        if pg:
-            pg.stop()
+        _stop_service(rd, "valkey")
+        _stop_service(pg, "postgres")
+        record.clear()
+
+
+def _record_child(record: PidRecord, child: Child) -> None:
+    if child.process is not None:
+        record.add(child.name, child.process.pid, group=True)
+
+
+def _stop_service(service: EmbeddedPostgres | EmbeddedRedis | None, name: str) -> None:
+    """Stop an embedded service after the children that used it; the reaper need not."""
+    if service is None:
+        return
+    pid = service.pid
+    service.stop()
+    if pid is not None:
+        reaper().forget(pid)
+    log.info("stopped %s", name)

@@ -4,6 +4,7 @@ process that started it: SIGTERM from Linux when that process dies, and the reap
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,6 +12,9 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+import redis.exceptions
+from kombu.exceptions import OperationalError
 
 from memwell.intake.dispatch import producer_app
 from memwell.local.reaper import parent_death_signal, reaper
@@ -57,7 +61,10 @@ class WorkerProcess:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise AssertionError(f"worker exited early:\n{self.log()}")
-            return bool(app.control.ping(destination=[self.hostname], timeout=0.5))
+            try:
+                return bool(app.control.ping(destination=[self.hostname], timeout=0.5))
+            except (redis.exceptions.ConnectionError, OperationalError, OSError):
+                return False  # a pooled connection from before a broker restart: try again
 
         wait_for(answers_ping, timeout=timeout, interval=0.2, what="the worker to answer ping")
 
@@ -66,6 +73,17 @@ class WorkerProcess:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children at once, as a crash would: nothing
+        acknowledges, nothing cleans up."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        reaper().forget(self.process.pid)
+        self.process = None
 
     def stop(self) -> None:
         if self.process is None:

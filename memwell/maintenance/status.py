@@ -22,6 +22,7 @@ from memwell.core.metrics import read_queue_depths
 from memwell.core.queues import TASK_QUEUES, Queue, TaskName
 from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 from memwell.intake.dispatch import producer_app
+from memwell.reembed.progress import latest_progress
 
 
 def masked_url(url: str) -> str:
@@ -51,6 +52,8 @@ class StackStatus:
     memory_users: int = 0
     sessions: int = 0
     memory_events: int = 0
+    #: the newest re-embed (memwell/reembed/), None when there never was one
+    reembed: dict[str, Any] | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -127,6 +130,7 @@ def _read_store(status: StackStatus, session: Session) -> None:
         .order_by(DeadLetter.id.desc())
         .limit(1)
     ).first()
+    status.reembed = latest_progress(session)
     if last is not None:
         status.last_dead_letter = f"{last.created_at:%Y-%m-%d %H:%M:%S} {last.task_name}: " + (
             last.error.splitlines()[0][:120] if last.error else ""
@@ -181,6 +185,17 @@ def render(status: StackStatus) -> str:
     )
     lines.append(f"  sessions      {status.sessions}")
     lines.append(f"  history       {status.memory_events} memory events")
+    if status.reembed is not None:
+        lines.append(_reembed_line(status.reembed))
     for part, error in status.errors.items():
         lines.append(f"UNAVAILABLE {part}: {error}")
     return "\n".join(lines)
+
+
+def _reembed_line(r: dict[str, Any]) -> str:
+    scope = "/".join(x for x in (r["tenant"], r["user_id"]) if x) or "every tenant"
+    done = 100 * min(1.0, r["embedded"] / r["total"]) if r["total"] else 100.0
+    return (
+        f"Re-embed        #{r['id']} to {r['target_spec']} ({scope}): {r['state']}, "
+        f"{r['embedded']}/{r['total']} walked ({done:.0f}%), {r['switched_users']} users switched"
+    )

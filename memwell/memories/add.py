@@ -52,8 +52,8 @@ class NewMemory(BaseModel):
     valid_to: AwareInstant | None = None
     expires_at: AwareInstant | None = None
     pinned: bool = False
-    source: str | None = Field(
-        default=None, max_length=200, description="Where it came from, e.g. 'crm-import'."
+    source: Identifier | None = Field(
+        default=None, description="Where it came from, e.g. 'crm-import'."
     )
     source_turn_ids: list[Identifier] = Field(
         default_factory=list,

@@ -1,20 +1,29 @@
 """Verifiable erasure of one user, and redaction of one memory's history.
 
 `erase_user_rows` deletes everything of a (tenant, user) from every table in one
-transaction and leaves a tombstone keyed by a hash of the user id (the id itself is
-gone too). Turns still in the broker's queue are reached through the tombstone: the
-ingest step drops a turn of an erased user whose event time is not after the
-erasure. An advisory lock per (tenant, user) (exclusive here, shared in ingest)
-orders erasure against a persist in flight, so no turn slips in between.
+transaction and leaves a tombstone keyed by an HMAC of the user id (the id itself is
+gone too; memwell/memories/tombstones.py). An advisory lock per (tenant, user)
+(exclusive here, shared in ingest) orders erasure against a persist in flight, so no
+turn slips in between.
 
-The Redis side (session buffers and running summaries) is erased by the caller in
-the same unit of work, before the commit: if Redis fails, the rows stay and a retry
-erases both.
+Before that transaction touches a row, the user's leftovers outside the tenant's
+reach are removed on the connecting role's own connection: the per-user ANN indexes
+(their names and predicates carry the user id; DROP INDEX CONCURRENTLY must run
+outside any transaction that locks `memories`) and dead letters that name the user
+but carry no tenant (a poison payload without one). If the transaction then fails,
+a retry finds those already gone.
+
+The Redis side is erased by the caller in the same unit of work, before the commit:
+session buffers and running summaries, the user's turns in the enqueue inbox, and
+the user's turns in queued ingest messages (memwell/intake/queue_purge.py). A message
+a worker has already taken is dropped by the ingest step's tombstone check: it skips
+a turn of an erased user whose event time is not after the erasure. If Redis fails,
+the rows stay and a retry erases both.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,13 +32,26 @@ from typing import Any, Final
 
 import redis
 import redis.asyncio
-from sqlalchemy import bindparam, case, delete, func, select, text, update
+from sqlalchemy import Connection, bindparam, case, delete, func, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 
 from memwell.buffer.session_buffer import user_key_pattern
-from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn, UserErasure
+from memwell.core import stack
+from memwell.core.settings import get_settings
+from memwell.db.models import (
+    ChatSession,
+    DeadLetter,
+    EmbeddingMigration,
+    Memory,
+    MemoryEvent,
+    Turn,
+    UserErasure,
+)
+from memwell.intake import queue_purge, redis_inbox, task_message
+from memwell.memories.tombstones import legacy_user_hash, user_hash
+from memwell.retrieval.ann import drop_user_indexes
 
 REDACTED: Final = "[redacted]"
 _SCAN_BATCH: Final = 500
@@ -61,10 +83,13 @@ class ErasureReceipt:
         }
 
 
-def user_hash(tenant: str, user_id: str) -> str:
-    """The tombstone's key: the erased id must not survive its own erasure."""
-    raw = f"{tenant}\x1f{user_id}".encode("utf-8", errors="surrogatepass")
-    return hashlib.sha256(raw).hexdigest()
+# A dead letter without a tenant (a poison payload that lacked one) is the user's when it
+# names the user and no other tenant: erasure errs towards deleting.
+def _orphan_of(tenant: str) -> Any:
+    return text(
+        "NOT jsonb_path_exists(dead_letters.payload, "
+        "'$.** ? (@.tenant.type() == \"string\" && @.tenant != $t)', :tvars)"
+    ).bindparams(bindparam("tvars", value={"t": tenant}, type_=JSONB))
 
 
 def lock_users(session: Session, tenant: str, user_ids: Iterable[str], *, shared: bool) -> None:
@@ -81,7 +106,10 @@ def lock_users(session: Session, tenant: str, user_ids: Iterable[str], *, shared
 
 def erasures_of(session: Session, tenant: str, user_ids: Iterable[str]) -> dict[str, datetime]:
     """user id -> when it was erased, for those of `user_ids` that were."""
-    by_hash = {user_hash(tenant, u): u for u in set(user_ids)}
+    by_hash: dict[str, str] = {}
+    for user in set(user_ids):
+        by_hash[user_hash(tenant, user)] = user
+        by_hash[legacy_user_hash(tenant, user)] = user
     if not by_hash:
         return {}
     rows = session.execute(
@@ -89,10 +117,38 @@ def erasures_of(session: Session, tenant: str, user_ids: Iterable[str]) -> dict[
             UserErasure.tenant == tenant, UserErasure.user_hash.in_(by_hash)
         )
     ).all()
-    return {by_hash[h]: at for h, at in rows}
+    found: dict[str, datetime] = {}
+    for digest, at in rows:
+        user = by_hash[digest]
+        found[user] = max(at, found.get(user, at))
+    return found
 
 
-def _count(session: Session, stmt: Any) -> int:
+def erase_outside_tenant(conn: Connection, *, tenant: str, user_id: str) -> dict[str, int]:
+    """The user's per-user indexes and tenantless dead letters, on an autocommit
+    connection of the connecting role (row-level security hides both from a tenant),
+    before the erasure's own transaction locks `memories`."""
+    return {
+        "ann_indexes": drop_user_indexes(conn, tenant=tenant, user_id=user_id),
+        "dead_letters_without_tenant": _count(
+            conn,
+            delete(DeadLetter)
+            .where(DeadLetter.tenant.is_(None), _mentions_user(user_id), _orphan_of(tenant))
+            .returning(DeadLetter.id),
+        ),
+    }
+
+
+def _erase_outside_tenant(session: Session, *, tenant: str, user_id: str) -> dict[str, int]:
+    bind = session.get_bind()
+    engine = bind.engine if isinstance(bind, Connection) else bind
+    with engine.connect() as conn:
+        return erase_outside_tenant(
+            conn.execution_options(isolation_level="AUTOCOMMIT"), tenant=tenant, user_id=user_id
+        )
+
+
+def _count(session: Session | Connection, stmt: Any) -> int:
     return len(session.execute(stmt).all())
 
 
@@ -100,11 +156,15 @@ def erase_user_rows(
     session: Session, *, tenant: str, user_id: str
 ) -> tuple[datetime, dict[str, int]]:
     """Delete the user's rows in every table and record the tombstone, in the caller's
-    transaction. Returns the erasure time and the rows deleted per table."""
+    transaction, which must not have touched `memories` yet (the user's indexes are
+    dropped first, concurrently). Returns the erasure time and the rows deleted per
+    table."""
+    outside = _erase_outside_tenant(session, tenant=tenant, user_id=user_id)
     lock_users(session, tenant, [user_id], shared=False)
     digest = user_hash(tenant, user_id)
     erased_at: datetime = session.execute(select(func.clock_timestamp())).scalar_one()
     counts = {
+        **outside,
         "turns": _count(
             session,
             delete(Turn).where(Turn.tenant == tenant, Turn.user_id == user_id).returning(Turn.id),
@@ -133,7 +193,22 @@ def erase_user_rows(
             .where(DeadLetter.tenant == tenant, _mentions_user(user_id))
             .returning(DeadLetter.id),
         ),
+        # A re-embed scoped to this one user names them; its vectors went with the
+        # memories (cascade), and a step still in flight finds no row and stops.
+        "reembed_runs": _count(
+            session,
+            delete(EmbeddingMigration)
+            .where(EmbeddingMigration.tenant == tenant, EmbeddingMigration.user_id == user_id)
+            .returning(EmbeddingMigration.id),
+        ),
     }
+    # An unkeyed tombstone of an earlier erasure would keep the id confirmable.
+    session.execute(
+        delete(UserErasure).where(
+            UserErasure.tenant == tenant,
+            UserErasure.user_hash == legacy_user_hash(tenant, user_id),
+        )
+    )
     stmt = insert(UserErasure).values(
         tenant=tenant, user_hash=digest, erased_at=erased_at, receipt={"counts": counts}
     )
@@ -174,12 +249,21 @@ async def erase_user_keys_async(client: redis.asyncio.Redis, *, tenant: str, use
     return deleted
 
 
+def erase_queued(client: redis.Redis, *, tenant: str, user_id: str) -> dict[str, int]:
+    """The user's turns out of the enqueue inbox and the queued ingest messages."""
+    return {
+        "inbox_entries": redis_inbox.purge_user(client, tenant=tenant, user_id=user_id),
+        "queued_messages": queue_purge.purge_user(client, tenant=tenant, user_id=user_id),
+    }
+
+
 def erase_user(
     session: Session, client: redis.Redis, *, tenant: str, user_id: str
 ) -> ErasureReceipt:
     """Erase one user from Postgres and Redis (sync: CLI, workers). Caller commits."""
     erased_at, counts = erase_user_rows(session, tenant=tenant, user_id=user_id)
     counts["redis_keys"] = erase_user_keys(client, tenant=tenant, user_id=user_id)
+    counts.update(erase_queued(client, tenant=tenant, user_id=user_id))
     return ErasureReceipt(tenant=tenant, user_id=user_id, erased_at=erased_at, counts=counts)
 
 
@@ -224,11 +308,15 @@ async def erase_user_async(
     *,
     tenant: str,
     user_id: str,
+    broker_url: str | None = None,
 ) -> ErasureReceipt:
-    """Erase one user from Postgres and Redis (the API); commits."""
+    """Erase one user from Postgres and Redis (the API); commits. The queue and inbox
+    purge runs on the broker's sync client (default: the stack's Redis), in a thread."""
+    broker = task_message.publisher(broker_url or stack.redis_url(get_settings())).client
     async with sessions(info={"tenant": tenant}) as session, session.begin():
         erased_at, counts = await session.run_sync(
             lambda sync: erase_user_rows(sync, tenant=tenant, user_id=user_id)
         )
         counts["redis_keys"] = await erase_user_keys_async(client, tenant=tenant, user_id=user_id)
+        counts.update(await asyncio.to_thread(erase_queued, broker, tenant=tenant, user_id=user_id))
     return ErasureReceipt(tenant=tenant, user_id=user_id, erased_at=erased_at, counts=counts)

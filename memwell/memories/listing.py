@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
-from sqlalchemy import ColumnElement, Select, func, select, tuple_
+from sqlalchemy import ColumnElement, Select, func, literal_column, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memwell.core.cursor import decode_cursor, encode_cursor
@@ -37,6 +37,8 @@ class MemoryFilters:
     pinned: bool | None = None
     include_deleted: bool = False
     include_superseded: bool = False
+    #: full-text match on the content (web search syntax), by the memories' GIN index
+    text: str | None = None
 
 
 class MemoryPage(BaseModel):
@@ -72,6 +74,10 @@ def _where(tenant: str, user_id: str, f: MemoryFilters) -> list[ColumnElement[bo
         conditions.append(Memory.created_at < f.created_before)
     if f.pinned is not None:
         conditions.append(Memory.pinned.is_(f.pinned))
+    if f.text:
+        # The same configuration as the generated `fts` column, so the index applies.
+        query = func.websearch_to_tsquery(literal_column("'english'::regconfig"), f.text)
+        conditions.append(Memory.fts.bool_op("@@")(query))
     return conditions
 
 

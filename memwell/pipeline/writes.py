@@ -30,8 +30,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from memwell.core.text import content_hash
-from memwell.db.models import Memory
+from memwell.db.models import Memory, MemoryEmbedding
 from memwell.pipeline.candidate import Candidate
+from memwell.reembed.dual_write import route_new_rows
 
 LiveKey = tuple[str, str, str]  # (tenant, user_id, content_hash)
 
@@ -158,7 +159,12 @@ class WritePlan:
         """Apply the queue in order; PlanStale when a prediction turns out wrong."""
         for op in self._ops:
             if isinstance(op, list):
+                # During a re-embed, each row goes in its user's model, with the other
+                # model's vector beside it (memwell/reembed/dual_write.py).
+                beside = route_new_rows(session, op, self.model)
                 session.execute(insert(Memory), op)
+                if beside:
+                    session.execute(insert(MemoryEmbedding), beside)
             elif isinstance(op, dict):
                 result: CursorResult[Any] = session.execute(_REINFORCE, op)  # type: ignore[assignment]
                 if result.rowcount != 1:

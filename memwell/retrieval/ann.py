@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 
 from memwell.db.read_pool import TenantReadPool
 
@@ -207,3 +207,46 @@ class AnnRegistry:
 
     def invalidate(self) -> None:
         self._tenants.clear()
+
+
+def drop_user_indexes(conn: Connection, *, tenant: str, user_id: str) -> int:
+    """Unregister and drop every ANN and full-text index of one user (erasure: their
+    names are derived from the user id, and their predicates spell it out). `conn`
+    must be in autocommit, as the connecting role, and its caller must hold no lock on
+    `memories` (DROP INDEX CONCURRENTLY waits for every transaction that does).
+    Returns the registrations dropped (one per embedding model: an HNSW index and its
+    full-text twin)."""
+    models = conn.execute(
+        text(
+            "DELETE FROM memory_ann_indexes WHERE tenant = :t AND user_id = :u "
+            "RETURNING embedding_model"
+        ),
+        {"t": tenant, "u": user_id},
+    ).scalars().all()  # fmt: skip
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    for model in models:
+        _run(raw, _drop_sql(index_name(tenant, user_id, model)))
+        _run(raw, _drop_sql(text_index_name(tenant, user_id, model)))
+    return len(models)
+
+
+def build_user_index(
+    conn: Connection, *, tenant: str, user_id: str, model: str, dims: int, rows: int
+) -> None:
+    """Build and register one user's ANN and full-text indexes for `model` now, even
+    before any of their rows carry it (a re-embed builds the target's index before the
+    user switches; the switch's update then fills it). `conn` must be in autocommit."""
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    name = index_name(tenant, user_id, model)
+    _run(raw, _create_sql(name, tenant, user_id, model, dims))
+    _run(raw, _create_text_sql(text_index_name(tenant, user_id, model), tenant, user_id, model))
+    conn.execute(
+        text(
+            "INSERT INTO memory_ann_indexes "
+            "(tenant, user_id, embedding_model, index_name, dims, rows_at_build) "
+            "VALUES (:t, :u, :m, :name, :dims, :n) ON CONFLICT DO NOTHING"
+        ),
+        {"t": tenant, "u": user_id, "m": model, "name": name, "dims": dims, "n": rows},
+    )

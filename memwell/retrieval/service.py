@@ -22,6 +22,7 @@ from memwell.core.timing import Stopwatch
 from memwell.db.read_pool import TenantReadPool
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
+from memwell.reembed.query_models import QueryModels
 from memwell.retrieval.access import record_access_in_background
 from memwell.retrieval.ann import AnnRegistry
 from memwell.retrieval.search import (
@@ -46,6 +47,8 @@ class RetrievalDeps:
     access: aioredis.Redis | None = None
     #: the query embedder is local CPU work, not a network call (see `embed_query`)
     local_embedder: bool = False
+    #: during and after a re-embed, a user's queries embed with their memories' model
+    models: QueryModels | None = None
 
 
 def build_retrieval(
@@ -62,10 +65,13 @@ def build_retrieval(
         ),
         local_embedder=settings.resolved_embedding_provider == "local",
         access=access,
+        models=QueryModels(settings),
     )
 
 
-async def embed_query(deps: RetrievalDeps, query: str) -> np.ndarray:
+async def embed_query(
+    deps: RetrievalDeps, query: str, embedder: CachedQueryEmbedder | None = None
+) -> np.ndarray:
     """The query's vector: a local model embeds on the loop's own thread when this is
     the only request being served; otherwise (other requests to serve, or an embedding
     endpoint to wait for) a worker thread does.
@@ -73,9 +79,21 @@ async def embed_query(deps: RetrievalDeps, query: str) -> np.ndarray:
     Why not always a thread: the hand-off puts the model on the other core, whose caches
     hold none of it, which costs about a third more per query.
     """
-    if deps.local_embedder and inflight.alone():
-        return deps.embedder.embed_query(query)
-    return await asyncio.to_thread(deps.embedder.embed_query, query)
+    if embedder is None:  # not `or`: an empty cache is falsy (it has a length)
+        embedder = deps.embedder
+    if deps.local_embedder and embedder is deps.embedder and inflight.alone():
+        return embedder.embed_query(query)
+    return await asyncio.to_thread(embedder.embed_query, query)
+
+
+async def query_embedder(deps: RetrievalDeps, tenant: str, user_id: str) -> CachedQueryEmbedder:
+    """The embedder whose vectors this user's memories hold (memwell/reembed/routing.py)."""
+    if deps.models is None:
+        return deps.embedder
+    target = await deps.models.target_for(deps.reads, tenant, user_id)
+    if target is None or target.model_name == deps.embedder.model_name:
+        return deps.embedder
+    return deps.models.embedder_for(target)
 
 
 async def retrieve(
@@ -97,10 +115,11 @@ async def retrieve(
     start = time.perf_counter()
     # No connection is held while the query waits for, and runs on, the CPU: requests
     # holding one while queued for the embedder would empty the pool under load.
-    vector = await embed_query(deps, query)
+    embedder = await query_embedder(deps, tenant, user_id)
+    vector = await embed_query(deps, query, embedder)
     if watch:
         start = watch.lap("embed", start)
-    model = deps.embedder.model_name
+    model = embedder.model_name
     # Both reads run as `memwell_app` for this tenant (row-level security).
     ann_dims = await deps.ann.dims_for(deps.reads, tenant, user_id, model)
     params = params_from_settings(

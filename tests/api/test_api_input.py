@@ -49,6 +49,16 @@ def test_numeric_event_time_is_refused(api: TestClient, ids: dict[str, str]) -> 
     as_of = {"user_id": ids["user"], "query": "q", "as_of": 1.5}
     body = assert_problem(api.post("/v1/memories/search", json=as_of), 422, "invalid-input")
     assert body["errors"][0]["loc"][:2] == ["body", "as_of"]
+    # A number in a string is the same mix-up.
+    memory = {"user_id": ids["user"], "memories": [{"content": "x", "valid_to": "0"}]}
+    body = assert_problem(api.post("/v1/memories", json=memory), 422, "invalid-input")
+    assert body["errors"][0]["loc"][-1] == "valid_to"
+
+
+def test_nul_in_a_memory_source_is_refused(api: TestClient, ids: dict[str, str]) -> None:
+    memory = {"user_id": ids["user"], "memories": [{"content": "x", "source": "crm\x00"}]}
+    body = assert_problem(api.post("/v1/memories", json=memory), 422, "invalid-input")
+    assert body["errors"][0]["loc"][-1] == "source"
 
 
 def test_batch_with_one_bad_turn_is_rejected_whole(

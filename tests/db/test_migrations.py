@@ -24,6 +24,8 @@ TABLES = {
     "memory_ann_indexes",
     "api_keys",
     "user_erasures",
+    "memory_embeddings",
+    "embedding_migrations",
 }
 RLS_TABLES = TABLES - {"api_keys"}
 
@@ -64,7 +66,14 @@ def test_upgrade_downgrade_upgrade(postgres: PostgresService, database_url: str)
     # must neither fail nor drop it from under that database.
     migrate.downgrade(url, "0001")
     assert _rls_tables(url) == set()
-    assert _tables(url) == TABLES - {"api_keys", "user_erasures", "llm_usage", "memory_ann_indexes"}
+    assert _tables(url) == TABLES - {
+        "api_keys",
+        "user_erasures",
+        "llm_usage",
+        "memory_ann_indexes",
+        "memory_embeddings",
+        "embedding_migrations",
+    }
     with psycopg.connect(libpq_url(url)) as conn:
         assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'memwell_app'").fetchone()
     migrate.upgrade(url)

@@ -26,6 +26,8 @@ def test_every_queue_has_its_own_worker_service(repo_root: Path) -> None:
             assert len(queues) == 1, f"{name} consumes several queues: {queues}"
             consumed[queues[0]] = name
             assert "healthcheck" in service, name
+            assert "inspect ping" in " ".join(service["healthcheck"]["test"]), name
+            assert service["restart"] == "unless-stopped", name  # a dead worker comes back
             assert service["environment"]["MEMWELL_WORKER_METRICS_PORT"] == "9808"
     assert set(consumed) == {q.value for q in Queue}
 

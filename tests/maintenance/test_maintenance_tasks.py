@@ -4,8 +4,10 @@ leaves a pinned one), close-idle closes a session idle since 2020."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
+import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -16,6 +18,7 @@ from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
+from memwell.maintenance.runs import RUNS_KEY
 from tests.support.maintenance_factories import add_memory
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -61,3 +64,12 @@ def test_beat_tasks_run_in_the_worker(
 
     wait_for(closed, timeout=60, what="close-idle in the worker")
     assert worker.alive()
+
+    # Each job's last run is kept for operators (the console's pipeline page).
+    client = redis.Redis.from_url(stack_env["REDIS_URL"])
+    wait_for(
+        lambda: {b"decay", b"prune"} <= set(client.hkeys(RUNS_KEY)),
+        timeout=30,
+        what="the runs recorded",
+    )
+    assert json.loads(client.hget(RUNS_KEY, "decay") or "{}")["batches"] >= 1

@@ -1,0 +1,134 @@
+"""The uvicorn server of `memwell api`: one place for its protocol, limits and timeouts.
+
+uvicorn times out an idle keep-alive connection, but not one that sends its headers
+slowly: a client dribbling a header line every few seconds holds its connection (and
+a file descriptor) forever. `HeaderTimeoutProtocol` gives every request's header block
+a deadline, from the connection's start or from the first byte after a response,
+and closes the connection with a 408 when it passes. The body has its own deadline,
+enforced in the app (api/admission.py), where the route's size cap is known.
+
+The protocol is h11's (pure Python, the one uvicorn picks without httptools), so the
+limit on the size of a header block (MEMWELL_API_MAX_HEADER_BYTES) applies too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from typing import Any, Final
+
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.supervisors import Multiprocess
+
+from memwell.core.metrics import MULTIPROC_ENV
+from memwell.core.settings import Settings
+
+APP: Final = "api.main:create_app"
+_TIMEOUT_BODY: Final = (
+    b'{"type":"https://memwell.dev/problems/request-timeout","title":"Request timeout",'
+    b'"status":408,"detail":"the request headers did not arrive in time"}'
+)
+_TIMEOUT_RESPONSE: Final = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/problem+json\r\n"
+    b"connection: close\r\ncontent-length: " + str(len(_TIMEOUT_BODY)).encode() + b"\r\n\r\n"
+    + _TIMEOUT_BODY
+)  # fmt: skip
+
+
+class ApiConfig(uvicorn.Config):
+    """uvicorn's Config plus the header deadline (a module-level class: with several
+    workers the config is pickled into each process)."""
+
+    def __init__(self, app: Any, *, header_timeout_s: float, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.header_timeout_s = header_timeout_s
+
+
+class HeaderTimeoutProtocol(H11Protocol):
+    """h11's protocol, with a deadline on every request's header block."""
+
+    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.header_timeout_s: float = getattr(config, "header_timeout_s", 10.0)
+        self._header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._awaiting_headers():
+            self._arm()  # the first byte of a keep-alive connection's next request
+        super().data_received(data)
+        if not self._awaiting_headers():
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _awaiting_headers(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _arm(self) -> None:
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_later(self.header_timeout_s, self._expire)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _expire(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing() or not self._awaiting_headers():
+            return
+        self.transport.write(_TIMEOUT_RESPONSE)
+        self.transport.close()
+
+
+def server_config(
+    settings: Settings,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    workers: int = 1,
+    app: Any = APP,
+) -> ApiConfig:
+    """uvicorn's configuration for the API: the app (by default its factory, by name;
+    a test may pass an app object), its protocol, limits and timeouts."""
+    return ApiConfig(
+        app,
+        header_timeout_s=settings.api_header_timeout_s,
+        factory=isinstance(app, str),
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        workers=workers,
+        http=HeaderTimeoutProtocol,
+        timeout_keep_alive=settings.api_keep_alive_s,
+        h11_max_incomplete_event_size=settings.api_max_header_bytes,
+        limit_concurrency=settings.api_limit_concurrency or None,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # keep memwell.core.logs' JSON handler; uvicorn's would replace it
+        access_log=False,  # the request middleware logs each request, with its id
+    )
+
+
+def run(
+    settings: Settings, *, host: str | None = None, port: int | None = None, workers: int = 1
+) -> None:
+    """Serve the API until stopped (`memwell api`)."""
+    if workers > 1 and not os.environ.get(MULTIPROC_ENV):
+        # Several processes answer /metrics in turn: aggregate them (multiprocess mode).
+        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-api-metrics-")
+    config = server_config(settings, host=host, port=port, workers=workers)
+    if workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        return
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        raise SystemExit(STARTUP_FAILURE)

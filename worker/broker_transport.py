@@ -1,0 +1,107 @@
+"""Kombu's Redis transport, made safe to use after its connection was closed.
+
+When the broker goes away, Celery closes the consumer's connection, and Kombu then
+clears the transport's link to it (`transport.client = None`). A channel of that
+connection can still be used afterwards: a task that was running during the outage
+acknowledges its message on it, or a late close restores its unacknowledged
+messages. Each of these builds a new Redis pool from `transport.client`, so it fails
+with `AttributeError: 'NoneType' object has no attribute 'hostname'`. Celery does
+not count an AttributeError as a connection error: the worker's main process stopped
+with "Unrecoverable error" and the backlog waited for a human.
+
+Here each channel remembers the connection details it was created with and builds
+its pool from them when the transport has forgotten its own. The late
+acknowledgement or restore then reaches Redis (or fails with a Redis connection
+error, which Celery handles by reconnecting).
+
+Second gap: a channel closed while Redis is down cannot put its delivered but
+unacknowledged messages back in their queues (the prefetched ones that never ran
+among them). Kombu gives up, and they wait in the `unacked` hash for the visibility
+timeout, an hour by default. Here such a channel is remembered, and the next channel
+that connects, once Redis answers again, restores them at once. A message whose
+task was still running is then delivered twice, which idempotent tasks allow.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, cast
+
+from kombu.transport import redis as kombu_redis
+
+log = logging.getLogger(__name__)
+
+#: Celery's `broker_transport` setting for Redis broker URLs.
+TRANSPORT_PATH = "worker.broker_transport:Transport"
+
+
+class Channel(kombu_redis.Channel):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Set before the parent's __init__, which may already connect (it pings).
+        connection = args[0] if args else kwargs.get("connection")
+        self._conninfo = getattr(connection, "client", None)
+        self._default_port = getattr(connection, "default_port", None)
+        super().__init__(*args, **kwargs)  # pings Redis: past it, Redis answers
+        _restore_left_behind(self)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except Exception:
+            qos = self.__dict__.get("_qos")
+            if qos is not None and qos._delivered:
+                with _left_behind_lock:
+                    _left_behind.append(qos)
+            raise
+
+    def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
+        transport = self.connection
+        if transport is not None and transport.client is not None:
+            return dict(super()._connparams(asynchronous=asynchronous))  # type: ignore[misc]
+        # The transport was closed under us: build the pool from what we remember.
+        stand_in = _ClosedTransport(self._conninfo, self._default_port)
+        self.connection, previous = cast(Any, stand_in), transport
+        try:
+            return dict(super()._connparams(asynchronous=asynchronous))  # type: ignore[misc]
+        finally:
+            self.connection = previous
+
+
+_left_behind: list[Any] = []  # the QoS of channels that closed with Redis down
+_left_behind_lock = threading.Lock()
+
+
+def _restore_left_behind(channel: Channel) -> None:
+    """Put the messages of channels closed during an outage back in their queues.
+    Through the new channel: a closed one has dropped its exchange tables."""
+    with _left_behind_lock:
+        pending, _left_behind[:] = list(_left_behind), []
+    for index, qos in enumerate(pending):
+        try:
+            tags = list(qos._delivered)
+            for tag in tags:
+                cast(Any, channel.qos).restore_by_tag(tag, client=channel.client)
+            qos._delivered.clear()
+            log.info("restored %d message(s) left unacknowledged by the outage", len(tags))
+        except Exception:  # Redis went away again: the next channel tries again
+            with _left_behind_lock:
+                _left_behind.extend(pending[index:])
+            return
+
+
+class _ClosedTransport:
+    """What `_connparams` reads from a transport: its Kombu connection and port."""
+
+    def __init__(self, client: Any, default_port: int | None) -> None:
+        self.client = client
+        self.default_port = default_port
+
+
+class Transport(kombu_redis.Transport):
+    Channel = Channel
+
+
+def transport_for(broker_url: str) -> str | None:
+    """The transport to configure for this broker URL (None: Kombu's own choice)."""
+    return TRANSPORT_PATH if broker_url.split("://", 1)[0] in ("redis", "rediss") else None
