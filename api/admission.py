@@ -29,10 +29,9 @@ from api.bodylimit import BodyTooLarge, ClientGone, declared_length, read_body, 
 from api.errors import problem, problem_for, unavailable
 from api.redaction import describe
 from api.state import AppState
-from memwell.auth.failed_auth import FailedAuthLimiter
-from memwell.auth.key_cache import verify_key
+from memwell.auth.failed_auth import verify_or_charge
 from memwell.auth.keys import Principal
-from memwell.auth.rate_limit import RateDecision, RateLimiter
+from memwell.auth.rate_limit import RateDecision
 from memwell.core.errors import RateLimited, TooLarge, Unauthorized
 from memwell.core.settings import Settings
 
@@ -48,7 +47,6 @@ class AdmissionMiddleware:
     def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
         self.app = app
         self.settings = settings
-        self._failed_auth: tuple[AppState, FailedAuthLimiter | None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -94,24 +92,17 @@ class AdmissionMiddleware:
 
     async def _authenticate(self, scope: Scope, state: AppState) -> Response | None:
         key = _bearer_key(scope)
-        principal = state.key_cache.get(key) if key else None
+        try:
+            principal = await verify_or_charge(
+                state.key_cache, state.system_sessions, key,
+                address=_client_address(scope), failures=state.failed_auth,
+            )  # fmt: skip
+        except RateLimited as limited:
+            return problem_for(limited, path=scope["path"], headers=_CLOSE)
         if principal is None:
-            failures = self._failure_limiter(state)
-            address = _client_address(scope)
-            # A key this process has verified before is looked up even so: a client
-            # sharing an address (a NAT) with a flood keeps working; guesses do not.
-            if failures is not None and not (key and state.key_cache.seen(key)):
-                blocked = await failures.blocked(address)
-                if blocked is not None:
-                    return _rate_limited(scope, blocked, "too many failed authentications")
-            if key:
-                principal = await verify_key(state.key_cache, state.system_sessions, key)
-            if principal is None:
-                if failures is not None:
-                    await failures.failed(address)
-                detail = ("send an API key as `Authorization: Bearer <key>`" if not key
-                          else "unknown or revoked API key")  # fmt: skip
-                return problem_for(Unauthorized(detail), path=scope["path"], headers=_CLOSE)
+            detail = ("send an API key as `Authorization: Bearer <key>`" if not key
+                      else "unknown or revoked API key")  # fmt: skip
+            return problem_for(Unauthorized(detail), path=scope["path"], headers=_CLOSE)
         if state.limiter is not None:
             decision = await state.limiter.hit(principal.key_id)
             if not decision.allowed:
@@ -119,16 +110,6 @@ class AdmissionMiddleware:
                 return _rate_limited(scope, decision, detail)
         scope[PRINCIPAL_SCOPE_KEY] = principal
         return None
-
-    def _failure_limiter(self, state: AppState) -> FailedAuthLimiter | None:
-        # Built on first use: the Redis client exists only once the lifespan has run.
-        if self._failed_auth is None or self._failed_auth[0] is not state:
-            limiter = None
-            if self.settings.auth_fail_per_s > 0:
-                rate, burst = self.settings.auth_fail_per_s, self.settings.auth_fail_burst
-                limiter = FailedAuthLimiter(RateLimiter(state.redis, rate_per_s=rate, burst=burst))
-            self._failed_auth = (state, limiter)
-        return self._failed_auth[1]
 
     # --- how large --------------------------------------------------------------------
 

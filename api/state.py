@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from memwell.auth.failed_auth import FailedAuthLimiter
 from memwell.auth.key_cache import KeyCache
 from memwell.auth.rate_limit import RateLimiter
 from memwell.buffer.session_buffer import SessionBuffer
@@ -71,6 +72,8 @@ class AppState:
     #: the connecting role, for what precedes a tenant: API key lookups
     system_sessions: async_sessionmaker[AsyncSession]
     limiter: RateLimiter | None
+    #: failed authentications per client address, shared by every door that takes keys
+    failed_auth: FailedAuthLimiter | None
     key_cache: KeyCache
 
     async def aclose(self) -> None:
@@ -124,6 +127,13 @@ def build_state(settings: Settings) -> AppState:
         if settings.rate_limit_per_s > 0
         else None
     )
+    failed_auth = (
+        FailedAuthLimiter(
+            RateLimiter(client, rate_per_s=settings.auth_fail_per_s, burst=settings.auth_fail_burst)
+        )
+        if settings.auth_fail_per_s > 0
+        else None
+    )
     return AppState(
         settings=settings,
         engine=engine,
@@ -147,5 +157,6 @@ def build_state(settings: Settings) -> AppState:
         accept=accept,
         system_sessions=make_async_sessionmaker(engine),
         limiter=limiter,
+        failed_auth=failed_auth,
         key_cache=KeyCache(settings.auth_cache_s),
     )

@@ -21,7 +21,7 @@ from fastapi import Depends, Form, Request
 
 from api.deps import ANONYMOUS_KEY_ID, StateDep
 from api.state import AppState
-from memwell.auth.key_cache import verify_key
+from memwell.auth.failed_auth import verify_or_charge
 from memwell.auth.keys import Principal, Scope
 from memwell.core.errors import Forbidden, MemwellError, RateLimited
 from memwell.db.tenancy import current_tenant
@@ -62,9 +62,17 @@ class Viewer:
         return self.principal.allows(scope)
 
 
-async def principal_for_key(state: AppState, key: str) -> Principal | None:
-    """The key's principal, through the same cache and lookup as the REST door."""
-    return await verify_key(state.key_cache, state.system_sessions, key)
+async def principal_for_key(state: AppState, key: str, address: str) -> Principal | None:
+    """The key's principal, through the same cache, lookup and failed-authentication
+    limit per client address as the REST door: a sign-in form or a forged cookie is
+    no cheaper way to guess keys than the API."""
+    return await verify_or_charge(
+        state.key_cache, state.system_sessions, key, address=address, failures=state.failed_auth
+    )
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 def csrf_token(request: Request) -> str:
@@ -82,7 +90,7 @@ async def get_viewer(request: Request, state: StateDep) -> Viewer:
         )
     else:
         key = request.cookies.get(KEY_COOKIE)
-        found = await principal_for_key(state, key) if key else None
+        found = await principal_for_key(state, key, client_address(request)) if key else None
         if found is None:
             raise SignInRequired("sign in with an API key")
         principal = found

@@ -13,6 +13,7 @@ from api.console.auth import (
     KEY_COOKIE,
     KEY_COOKIE_MAX_AGE_S,
     CsrfDep,
+    client_address,
     csrf_token,
     principal_for_key,
 )
@@ -46,7 +47,7 @@ async def login(
     key: Annotated[str, Form(max_length=512)],
     next: Annotated[str, Form(max_length=2048)] = "/console",
 ) -> Response:
-    principal = await principal_for_key(state, key.strip())
+    principal = await principal_for_key(state, key.strip(), client_address(request))
     if principal is None:
         return render(
             request, "login.html", None, status_code=401, csrf=csrf_token(request),

@@ -19,7 +19,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memwell.auth.key_cache import KeyCache, verify_key
+from memwell.auth.keys import Principal
 from memwell.auth.rate_limit import RateDecision, RateLimiter
+from memwell.core.errors import RateLimited
 
 BUCKET_PREFIX: Final = "authfail:"
 MAX_REMEMBERED: Final = 10_000
@@ -54,3 +59,33 @@ class FailedAuthLimiter:
     async def failed(self, address: str) -> None:
         """Charge one failed attempt to `address`."""
         await self.limiter.hit(BUCKET_PREFIX + address)
+
+
+async def verify_or_charge(
+    cache: KeyCache,
+    sessions: async_sessionmaker[AsyncSession],
+    key: str | None,
+    *,
+    address: str,
+    failures: FailedAuthLimiter | None,
+) -> Principal | None:
+    """The principal of `key` (None: no key, or unknown or revoked), with the failure
+    charged to `address`; raises RateLimited while `address` has none left.
+
+    A key this process has verified before is looked up even so: a client sharing an
+    address (a NAT) with a flood keeps working; guesses do not."""
+    principal = cache.get(key) if key else None
+    if principal is not None:
+        return principal
+    if failures is not None and not (key and cache.seen(key)):
+        blocked = await failures.blocked(address)
+        if blocked is not None:
+            raise RateLimited(
+                "too many failed authentications from this address",
+                retry_after_s=blocked.retry_after_s,
+            )
+    if key:
+        principal = await verify_key(cache, sessions, key)
+    if principal is None and failures is not None:
+        await failures.failed(address)
+    return principal

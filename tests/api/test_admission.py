@@ -22,6 +22,7 @@ import uvicorn
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from api.console.auth import CSRF_COOKIE
 from api.main import create_app
 from api.server import server_config
 from memwell.auth.failed_auth import BUCKET_PREFIX, FailedAuthLimiter
@@ -193,6 +194,13 @@ def test_failed_authentications_are_rate_limited_per_address(
             # never saw is refused unexamined, as a guess would be.
             assert httpx.get(url, headers=auth_headers).status_code == 200
             assert_problem(httpx.get(url, headers=make_key()), 429, "rate-limited")
+            # The console's sign-in form shares the limit: no cheaper way to guess.
+            form = {"csrf": "t", "key": "mw_" + "z" * 43}
+            signin = httpx.post(
+                f"http://{host}:{port}/console/login", data=form, cookies={CSRF_COOKIE: "t"}
+            )
+            assert signin.status_code == 429
+            assert int(signin.headers["retry-after"]) >= 1
     finally:
         client.delete(bucket)
 
