@@ -97,8 +97,9 @@ _PARTS = """
 # they are ranked: ranking means reading every match from the heap, and for a huge user
 # one common word matches thousands of rows (10,000 of 100,000: 17 ms of reads, against
 # 4 ms capped). A term that common says little about which memory is meant, while every
-# match of a rare term is still found. A lexeme with a backslash cannot be quoted into a
-# tsquery; it still counts in the ranking.
+# match of a rare term is still found. The lookup runs in `memwell_text_candidates`
+# (alembic 0009): under row-level security `@@` may not use an index, so as the
+# service's role it read every row of the user.
 _ANN_IDS = """
     ids AS MATERIALIZED (
       (SELECT a.id FROM memories a
@@ -107,16 +108,11 @@ _ANN_IDS = """
        LIMIT :ann_k)
       UNION
       (SELECT t.id
-       FROM q, unnest(tsvector_to_array(to_tsvector('english', :qtext))) AS term(lexeme),
-            LATERAL (
-              SELECT x.id, x.fts, x.created_at FROM memories x
-              WHERE x.tenant = :tenant AND x.user_id = :user_id
-                AND x.embedding_model = :model
-                AND x.fts @@ quote_literal(term.lexeme)::tsquery
-              LIMIT :term_cap) t
-       WHERE strpos(term.lexeme, E'\\\\') = 0
+       FROM memwell_text_candidates(
+         CAST(:tenant AS text), CAST(:user_id AS text), CAST(:model AS text),
+         CAST(:qtext AS text), CAST(:term_cap AS integer)) t
        GROUP BY t.id
-       ORDER BY max(ts_rank(t.fts, q.tsq, 1)) DESC, max(t.created_at) DESC
+       ORDER BY max(t.rank) DESC, max(t.created_at) DESC
        LIMIT :ann_k)
     ),"""
 

@@ -69,14 +69,24 @@ def test_ann_index_lifecycle_and_plan(
         )  # fmt: skip
         sql, binds = _bind(replace(params, **{"query_text": "row"}))
         with engine.connect() as conn:
-            conn.execute(text("SET enable_seqscan = off"))  # tiny table: still prove usability
+            # Tiny table: turn the alternatives off to prove the index is usable.
+            conn.execute(text("SET enable_seqscan = off"))
+            conn.execute(text("SET enable_bitmapscan = off"))
+            conn.execute(text("SET enable_sort = off"))
             conn.execute(text("ANALYZE memories"))  # the user's real row count, not a guess
             plan = "\n".join(r[0] for r in fetch_all(conn, "EXPLAIN " + sql, binds))
-            assert index_name(t, u, MODEL) in plan
-            # Where full-text candidates come from an index (a big user), it is the
-            # user's own GIN index, not the global one intersected with all their rows.
+            assert index_name(t, u, MODEL) in plan, plan
+            # Full-text candidates come from the user's own GIN index: the function's
+            # statement, with literals, matches that index's predicate.
+            conn.execute(text("SET enable_bitmapscan = on"))
+            conn.execute(text("SET enable_sort = on"))
             conn.execute(text("SET enable_indexscan = off"))
-            text_plan = "\n".join(r[0] for r in fetch_all(conn, "EXPLAIN " + sql, binds))
+            literal = (
+                f"EXPLAIN SELECT x.id FROM memories x WHERE x.tenant = '{t}' AND"
+                f" x.user_id = '{u}' AND x.embedding_model = '{MODEL}'"
+                " AND x.fts @@ CAST('row' AS tsquery) LIMIT 250"
+            )
+            text_plan = "\n".join(r[0] for r in conn.execute(text(literal)))
         assert text_index_name(t, u, MODEL) in text_plan, text_plan
 
         with db() as s:
@@ -138,3 +148,26 @@ def test_ann_text_candidates_keep_every_match_of_a_rare_term(
             s.execute(delete(Memory).where(Memory.tenant == t, Memory.user_id == u))
         maintain_ann_indexes(engine, threshold=ROWS)  # drops this user's indexes
         engine.dispose()
+
+
+def test_text_candidates_answer_only_for_the_sessions_tenant(
+    db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    """The lookup runs as the table's owner (row-level security would forbid its index),
+    so it keeps the isolation itself: as `memwell_app`, it answers for the session's
+    tenant and for no other."""
+    t, u = ids["tenant"], ids["user"]
+    with db.begin() as s:
+        add_memory(s, tenant=t, user_id=u, content="a zebra crossing", embedding=np.ones(DIMS))
+    lookup = text(
+        "SELECT count(*) FROM memwell_text_candidates(:t, :u, :m, 'zebra', 10)"
+    ).bindparams(t=t, u=u, m=MODEL)
+    enter = text(
+        "SELECT set_config('role', 'memwell_app', true), set_config('memwell.tenant', :s, true)"
+    )
+    with db.begin() as s:
+        s.execute(enter, {"s": t})
+        assert s.execute(lookup).scalar_one() == 1
+    with db.begin() as s:
+        s.execute(enter, {"s": "another-tenant"})
+        assert s.execute(lookup).scalar_one() == 0
