@@ -184,8 +184,11 @@ def run_step(
     ctx: StepContext, *, migration_id: int, token: str, budget_s: float, rate_per_s: float
 ) -> bool:
     """Work until `budget_s` is spent; True when another step should follow."""
-    with ctx.sessions() as session:
-        m = session.get(EmbeddingMigration, migration_id)
+    # A locking read: the step is sent before the transaction that stores its token
+    # commits, and an idle worker can take it at once. A plain read would then see the
+    # previous token and end the chain; the lock waits for that commit instead.
+    with ctx.sessions.begin() as session:
+        m = lock_migration(session, migration_id)
         if m is None or m.step_token != token:
             return False
         state, batch_size = m.state, m.batch_size
