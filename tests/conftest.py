@@ -59,6 +59,10 @@ def stack_env(
         "MEMWELL_RATE_LIMIT_BURST": "100000",
         # What a Prometheus scrape of the API sends (tests/api/test_observability.py).
         "MEMWELL_METRICS_TOKEN": "test-metrics-scrape-token",
+        # The smallest per-user ANN threshold the settings allow, in every worker: a
+        # job that builds a user's index decides by the settings of whichever worker
+        # takes it, and a test user of 1,000 memories must qualify in all of them.
+        "MEMWELL_ANN_THRESHOLD": "1000",
     }
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         os.environ.pop(name, None)
