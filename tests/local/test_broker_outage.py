@@ -132,8 +132,13 @@ def test_worker_survives_broker_outages_and_consumes_after(
     assert outage_worker.alive()
     assert "Unrecoverable error" not in text
     assert _counts(db, tenant) == (TURNS, 0)  # all processed, no dead letter
-    # What the worker held when the broker went away was put back on reconnect.
-    wait_for(lambda: int(client.hlen("unacked")) == 0, timeout=60, what="no unacked message")
+    # What the worker held when the broker went away was put back on reconnect, and ran.
+    # One message per outage may stay in `unacked`: one the broker moved there as it
+    # stopped, whose reply never reached the worker. Kombu restores those after the
+    # visibility timeout (at least once), and every turn above is processed already.
+    wait_for(
+        lambda: int(client.hlen("unacked")) <= OUTAGES, timeout=60, what="unacked messages back"
+    )
     client.close()
 
 
