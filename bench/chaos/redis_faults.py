@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 import redis
-from sqlalchemy import func, select, text
+from sqlalchemy import Engine, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from bench.chaos.harness import (
@@ -75,6 +75,20 @@ def _outage(services: Services, seconds: float, hostnames: list[str]) -> None:
         client.close()
 
 
+def _fresh_store(
+    services: Services, name: str
+) -> tuple[str, Settings, Engine, sessionmaker[Session]]:
+    """A new database and an empty Redis for one fault; the engine is the caller's to
+    dispose of."""
+    db_url = services.fresh_database(name)
+    redis.Redis.from_url(services.redis_url).flushall()
+    settings = Settings(
+        DATABASE_URL=db_url, REDIS_URL=services.redis_url, MEMWELL_SWEEP_AFTER_S=SWEEP_AFTER_S
+    )
+    engine = make_engine(db_url, pool_size=2)
+    return db_url, settings, engine, make_sessionmaker(engine)
+
+
 def run_outage_backlog(
     services: Services,
     turns: list[TurnIn],
@@ -84,13 +98,7 @@ def run_outage_backlog(
     n_workers: int = 2,
     drain_timeout_s: float = 900,
 ) -> Result:
-    db_url = services.fresh_database("chaos_redis_outage")
-    redis.Redis.from_url(services.redis_url).flushall()
-    settings = Settings(
-        DATABASE_URL=db_url, REDIS_URL=services.redis_url, MEMWELL_SWEEP_AFTER_S=SWEEP_AFTER_S
-    )
-    engine = make_engine(db_url, pool_size=2)
-    sessions = make_sessionmaker(engine)
+    db_url, settings, engine, sessions = _fresh_store(services, "chaos_redis_outage")
     ids = [t.id for t in turns]
     started = time.monotonic()
     backlogs: list[int] = []
@@ -256,13 +264,7 @@ def run_restart_with_traffic(
     n_workers: int = 2,
     drain_timeout_s: float = 600,
 ) -> Result:
-    db_url = services.fresh_database("chaos_redis_restart_api")
-    redis.Redis.from_url(services.redis_url).flushall()
-    settings = Settings(
-        DATABASE_URL=db_url, REDIS_URL=services.redis_url, MEMWELL_SWEEP_AFTER_S=SWEEP_AFTER_S
-    )
-    engine = make_engine(db_url, pool_size=2)
-    sessions = make_sessionmaker(engine)
+    db_url, settings, engine, sessions = _fresh_store(services, "chaos_redis_restart_api")
     calls: list[Call] = []
     stop = threading.Event()
     env = worker_env(db_url, services.redis_url)
