@@ -235,6 +235,126 @@ class MemoryEmbedding(Base):
     __table_args__ = (Index("ix_memory_embeddings_user", "tenant", "user_id", "model"),)
 
 
+ENTITY_KINDS = ("person", "place", "organization", "thing", "event", "other")
+
+
+class Entity(Base):
+    """Someone or something a user's memories mention: a person, a place, a pet, a
+    band, a trip. One row per user and normalised name; `mention_count` is how many
+    of the user's memories link to it, so retrieval can tell a rare entity (which
+    says which memory is meant) from one named everywhere (which says nothing)."""
+
+    __tablename__ = "entities"
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
+    )
+    tenant: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(200))
+    #: the normalised name (memwell/entities/names.py): the key aliases resolve to
+    key: Mapped[str] = mapped_column(Text)
+    #: the display form, as first written
+    name: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(String(16), server_default=text("'other'"))
+    mention_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    __table_args__ = (
+        CheckConstraint(f"kind IN {ENTITY_KINDS}", name="kind"),
+        Index("uq_entities_user_key", "tenant", "user_id", "key", unique=True),
+    )
+
+
+class EntityAlias(Base):
+    """Another name of an entity ("Mel" for "Melanie", "her sister" resolved): one
+    alias means one entity per user, so a query's names resolve by primary key."""
+
+    __tablename__ = "entity_aliases"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    alias: Mapped[str] = mapped_column(Text, primary_key=True)
+    entity_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("entities.id", ondelete="CASCADE")
+    )
+
+    __table_args__ = (Index("ix_entity_aliases_entity", "entity_id"),)
+
+
+class MemoryEntity(Base):
+    """Which entities a memory mentions. Goes with its memory and with its entity."""
+
+    __tablename__ = "memory_entities"
+
+    memory_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("memories.id", ondelete="CASCADE"), primary_key=True
+    )
+    entity_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("entities.id", ondelete="CASCADE"), primary_key=True
+    )
+    tenant: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(200))
+
+    # Retrieval goes from an entity to its memories.
+    __table_args__ = (Index("ix_memory_entities_entity", "entity_id", "memory_id"),)
+
+
+class EntityRelation(Base):
+    """An edge between two entities ("Caroline" -sister_of-> "Ana"), or from an entity
+    to a literal value ("Ada" -age-> "34"), with its provenance and validity.
+
+    A single-valued relation (a slot: lives in, works at, name, ...) has at most one
+    current edge per subject: a new value ends the old edge (`valid_to`) and points
+    it at its successor (`superseded_by`), as memories are superseded.
+    """
+
+    __tablename__ = "entity_relations"
+
+    id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
+    )
+    tenant: Mapped[str] = mapped_column(String(128))
+    user_id: Mapped[str] = mapped_column(String(200))
+    subject_id: Mapped[uuid.UUID] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("entities.id", ondelete="CASCADE")
+    )
+    relation: Mapped[str] = mapped_column(String(64))
+    object_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("entities.id", ondelete="CASCADE")
+    )
+    #: the value when the object is not an entity (an age, a status)
+    value: Mapped[str | None] = mapped_column(Text)
+    single_valued: Mapped[bool] = mapped_column(server_default=text("false"))
+    #: the memory that stated it; history outlives it, so the link is only cleared
+    memory_id: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("memories.id", ondelete="SET NULL")
+    )
+    source_turn_ids: Mapped[list[str]] = mapped_column(
+        ARRAY(Text), server_default=text("'{}'::text[]")
+    )
+    valid_from: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    superseded_by: Mapped[uuid.UUID | None] = mapped_column(
+        UUID(as_uuid=True), ForeignKey("entity_relations.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    __table_args__ = (
+        CheckConstraint("object_id IS NOT NULL OR value IS NOT NULL", name="target"),
+        Index("ix_entity_relations_subject", "tenant", "user_id", "subject_id"),
+        Index("ix_entity_relations_object", "object_id"),
+        # One current value per slot: two writers racing on a slot cannot both win.
+        Index(
+            "uq_entity_relations_current_slot",
+            "subject_id",
+            "relation",
+            unique=True,
+            postgresql_where=text("single_valued AND superseded_by IS NULL"),
+        ),
+    )
+
+
 MIGRATION_STATES = ("running", "paused", "ready", "aborting", "finished", "aborted")
 
 

@@ -26,6 +26,10 @@ TABLES = {
     "user_erasures",
     "memory_embeddings",
     "embedding_migrations",
+    "entities",
+    "entity_aliases",
+    "memory_entities",
+    "entity_relations",
 }
 RLS_TABLES = TABLES - {"api_keys"}
 
@@ -73,6 +77,10 @@ def test_upgrade_downgrade_upgrade(postgres: PostgresService, database_url: str)
         "memory_ann_indexes",
         "memory_embeddings",
         "embedding_migrations",
+        "entities",
+        "entity_aliases",
+        "memory_entities",
+        "entity_relations",
     }
     with psycopg.connect(libpq_url(url)) as conn:
         assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'memwell_app'").fetchone()
