@@ -30,6 +30,8 @@ class Question:
     text: str
     category: int
     evidence: frozenset[str]  # dia ids
+    #: the gold answer; empty for adversarial questions, whose answer is that nothing says
+    answer: str = ""
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,10 @@ def _questions(sample: dict[str, Any], known: set[str]) -> list[Question]:
         ids = {f"D{a}:{b}" for ev in qa.get("evidence", []) for a, b in _EVIDENCE.findall(str(ev))}
         ids &= known
         if ids:
-            questions.append(Question(str(qa["question"]), int(qa["category"]), frozenset(ids)))
+            answer = str(qa.get("answer", ""))
+            questions.append(
+                Question(str(qa["question"]), int(qa["category"]), frozenset(ids), answer)
+            )
     return questions
 
 
