@@ -125,6 +125,23 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_QUERY_CACHE_SIZE",
         description="Query embeddings kept in the API's LRU cache (0: off).",
     )
+    query_batch_size: int = Field(
+        default=32,
+        ge=1,
+        le=1024,
+        validation_alias="MEMWELL_QUERY_BATCH",
+        description="Most queries of concurrent requests embedded in one model call (1: "
+        "each alone). Nothing waits for a batch to fill: the queries that arrive while the "
+        "model runs form the next one, and a lone request embeds at once.",
+    )
+    query_batch_window_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=100,
+        validation_alias="MEMWELL_QUERY_BATCH_WINDOW_MS",
+        description="After an idle spell, how long the first query batch waits for more "
+        "queries (0: not at all; the next batches form while the model runs anyway).",
+    )
 
     # --- consolidation -------------------------------------------------------------------
     pipeline_mode: Literal["auto", "local", "llm"] = Field(

@@ -54,26 +54,41 @@ class CachedQueryEmbedder:
 
     def embed_query(self, text: str) -> FloatVector:
         """The embedding of one text, shape (dimensions,), float32."""
-        with self._lock:
-            cached = self._entries.get(text)
-            if cached is not None:
-                self._entries.move_to_end(text)
-                self.hits += 1
-                return cached
-            self.misses += 1
-
+        cached = self.lookup(text)
+        if cached is not None:
+            return cached
         # The model runs outside the lock so concurrent misses do not serialise; two
         # threads missing on the same text both compute it, which is harmless.
-        vector: FloatVector = np.array(self._embedder.embed([text])[0], dtype=np.float32)
-        vector.flags.writeable = False
-        if self._capacity == 0:
-            return vector
+        return self.embed_missing([text])[0]
+
+    def lookup(self, text: str) -> FloatVector | None:
+        """The cached vector of `text`, or None (counted as a hit or a miss)."""
         with self._lock:
-            self._entries[text] = vector
+            cached = self._entries.get(text)
+            if cached is None:
+                self.misses += 1
+                return None
             self._entries.move_to_end(text)
+            self.hits += 1
+            return cached
+
+    def embed_missing(self, texts: Sequence[str]) -> list[FloatVector]:
+        """Embed `texts` in one model call and cache each; read-only vectors, in order."""
+        matrix = np.asarray(self._embedder.embed(texts), dtype=np.float32)
+        vectors = []
+        for row in matrix:
+            vector: FloatVector = np.array(row, dtype=np.float32)  # its own, compact copy
+            vector.flags.writeable = False
+            vectors.append(vector)
+        if self._capacity == 0:
+            return vectors
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._entries[text] = vector
+                self._entries.move_to_end(text)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
-        return vector
+        return vectors
 
     def clear(self) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ from memwell.core.timing import Stopwatch
 from memwell.db.read_pool import TenantReadPool
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
+from memwell.embeddings.query_batcher import QueryBatcher, build_query_batcher
 from memwell.reembed.query_models import QueryModels
 from memwell.retrieval.access import record_access_in_background
 from memwell.retrieval.ann import AnnRegistry
@@ -49,6 +50,8 @@ class RetrievalDeps:
     local_embedder: bool = False
     #: during and after a re-embed, a user's queries embed with their memories' model
     models: QueryModels | None = None
+    #: concurrent requests' queries embed together (None: each on its own)
+    batcher: QueryBatcher | None = None
 
 
 def build_retrieval(
@@ -56,16 +59,18 @@ def build_retrieval(
 ) -> RetrievalDeps:
     """Retrieval as every door runs it: the query embedder, the read pool, the ANN
     registry and access tracking, all from the settings."""
+    embedder = CachedQueryEmbedder(
+        MeteredEmbedder(build_embedder(settings, for_queries=True), use="query"),
+        capacity=settings.query_cache_size,
+    )
     return RetrievalDeps(
         settings=settings,
         reads=TenantReadPool(database_url),
-        embedder=CachedQueryEmbedder(
-            MeteredEmbedder(build_embedder(settings, for_queries=True), use="query"),
-            capacity=settings.query_cache_size,
-        ),
+        embedder=embedder,
         local_embedder=settings.resolved_embedding_provider == "local",
         access=access,
         models=QueryModels(settings),
+        batcher=build_query_batcher(embedder, settings),
     )
 
 
@@ -74,14 +79,18 @@ async def embed_query(
 ) -> np.ndarray:
     """The query's vector: a local model embeds on the loop's own thread when this is
     the only request being served; otherwise (other requests to serve, or an embedding
-    endpoint to wait for) a worker thread does.
+    endpoint to wait for) a worker thread does, for every query waiting at the time
+    together (the batcher).
 
     Why not always a thread: the hand-off puts the model on the other core, whose caches
     hold none of it, which costs about a third more per query.
     """
     if embedder is None:  # not `or`: an empty cache is falsy (it has a length)
         embedder = deps.embedder
-    if deps.local_embedder and embedder is deps.embedder and inflight.alone():
+    inline = deps.local_embedder and inflight.alone()
+    if embedder is deps.embedder and deps.batcher is not None:
+        return await deps.batcher.embed_query(query, inline=inline)
+    if inline and embedder is deps.embedder:
         return embedder.embed_query(query)
     return await asyncio.to_thread(embedder.embed_query, query)
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import cast
 
 import numpy as np
 
 from memwell.core import inflight
+from memwell.embeddings import CachedQueryEmbedder
+from memwell.embeddings.query_batcher import QueryBatcher
 from memwell.retrieval.service import RetrievalDeps, embed_query
 
 
@@ -27,8 +30,10 @@ class _ThreadRecorder:
 
 
 def _deps(embedder: _ThreadRecorder, *, local: bool) -> RetrievalDeps:
-    # Only the two fields `embed_query` reads matter here.
-    return cast(RetrievalDeps, SimpleNamespace(embedder=embedder, local_embedder=local))
+    # Only the fields `embed_query` reads matter here; no batcher (MEMWELL_QUERY_BATCH=1).
+    return cast(
+        RetrievalDeps, SimpleNamespace(embedder=embedder, local_embedder=local, batcher=None)
+    )
 
 
 def test_a_lone_request_embeds_on_the_loop_thread_and_a_busy_one_does_not() -> None:
@@ -51,3 +56,40 @@ def test_a_lone_request_embeds_on_the_loop_thread_and_a_busy_one_does_not() -> N
     assert threads[1] != loop_thread
     assert threads[2] != loop_thread
     assert inflight.alone()
+
+
+class _ThreadModel:
+    """Stands in for the model behind the batcher's cache: records threads and batches."""
+
+    model_name = "test"
+    dimensions = 3
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, list[str]]] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls.append((threading.get_ident(), list(texts)))
+        return np.ones((len(texts), 3), dtype=np.float32)
+
+
+def test_with_the_batcher_a_lone_request_still_embeds_on_the_loop_thread() -> None:
+    model = _ThreadModel()
+    cache = CachedQueryEmbedder(model, capacity=0)
+    deps = cast(
+        RetrievalDeps,
+        SimpleNamespace(embedder=cache, local_embedder=True, batcher=QueryBatcher(cache)),
+    )
+
+    async def run() -> int:
+        with inflight.serving():
+            await embed_query(deps, "alone")
+            with inflight.serving():
+                await asyncio.gather(embed_query(deps, "busy 1"), embed_query(deps, "busy 2"))
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(run())
+    assert model.calls[0] == (loop_thread, ["alone"])
+    # Busy: on the batcher's thread (whether "busy 2" joined "busy 1" depends on whether
+    # the thread had taken "busy 1" yet: nothing waits for a batch to fill).
+    assert sorted(t for _, texts in model.calls[1:] for t in texts) == ["busy 1", "busy 2"]
+    assert all(thread != loop_thread for thread, _ in model.calls[1:])
