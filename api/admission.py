@@ -14,6 +14,14 @@ Every refusal is the problem+json the app's handlers would give, with
 `Connection: close`, so the server drops whatever body the client still sends.
 The verified principal travels in the ASGI scope to `api.deps`, which does not
 verify it again.
+
+Before all that, the expensive routes (chat, context, search: each embeds a query and
+searches) pass an in-flight cap, MEMWELL_API_MAX_INFLIGHT per process. Past it, a
+request is answered 503 `overloaded` with Retry-After at once, before its key or body
+is read: nothing of it was done (a chat turn is not stored nor enqueued), so a client
+may send any call again, and the requests already admitted are not slowed by a queue
+that only grows. The connection stays open for the retry. Only these routes count:
+/healthz, /metrics and the cheap reads are never refused for load.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from api.state import AppState
 from memwell.auth.failed_auth import verify_or_charge
 from memwell.auth.keys import Principal
 from memwell.auth.rate_limit import RateDecision
-from memwell.core.errors import RateLimited, TooLarge, Unauthorized
+from memwell.core.errors import Overloaded, RateLimited, TooLarge, Unauthorized
+from memwell.core.metrics import API_OVERLOADED_TOTAL
 from memwell.core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -41,17 +50,40 @@ log = logging.getLogger(__name__)
 PRINCIPAL_SCOPE_KEY: Final = "memwell.principal"
 _GUARDED_PREFIX: Final = "/v1/"
 _CLOSE: Final = {"Connection": "close"}
+#: The routes that embed a query and search: what one process can serve only so many of.
+_CAPPED: Final = frozenset(
+    ("POST", path) for path in ("/v1/chat", "/v1/context", "/v1/memories/search",
+                                "/v1/chat/completions")
+)  # fmt: skip
+#: Seconds a refused client waits: the requests in flight finish well within it.
+_OVERLOADED_RETRY_S: Final = 1
 
 
 class AdmissionMiddleware:
     def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self.max_inflight = settings.resolved_api_max_inflight
+        #: capped requests being served (one event loop per process: no lock)
+        self.inflight = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        if not self.max_inflight or (scope["method"], scope["path"]) not in _CAPPED:
+            await self._serve(scope, receive, send)
+            return
+        if self.inflight >= self.max_inflight:
+            await self._overloaded(scope)(scope, receive, send)
+            return
+        self.inflight += 1
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            self.inflight -= 1
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         refusal = await self._admit(scope)
         if refusal is None:
             refusal = self._size_refusal(scope)
@@ -73,6 +105,16 @@ class AdmissionMiddleware:
             await response(scope, receive, send)
             return
         await self.app(scope, body.replay(receive), send)
+
+    # --- how busy ---------------------------------------------------------------------
+
+    def _overloaded(self, scope: Scope) -> Response:
+        API_OVERLOADED_TOTAL.labels(scope["path"]).inc()
+        detail = (f"this API process is serving its {self.max_inflight} requests of this kind "
+                  "at once; nothing of this request was done, send it again")  # fmt: skip
+        refused = Overloaded(detail, retry_after_s=_OVERLOADED_RETRY_S)
+        return problem_for(refused, path=scope["path"], retry_after=_OVERLOADED_RETRY_S,
+                           max_inflight=self.max_inflight)  # fmt: skip
 
     # --- who is calling ---------------------------------------------------------------
 

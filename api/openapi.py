@@ -32,7 +32,8 @@ COMMON_ERRORS = {
     "413": "Over a size limit",
     "422": "Invalid input",
     "429": "Rate limited; see Retry-After",
-    "503": "A backing service is unavailable",
+    "503": "A backing service is unavailable, or (`overloaded`) this process is serving "
+    "MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After",
 }
 
 
@@ -91,9 +92,10 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             if path.startswith("/v1/"):
                 for status, description in COMMON_ERRORS.items():
                     responses[status] = _problem_response(description, path)
-                responses["429"]["headers"] = {
-                    "Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}
-                }
+                for status in ("429", "503"):
+                    responses[status]["headers"] = {
+                        "Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}
+                    }
             elif "422" in responses:
                 responses["422"] = _problem_response(COMMON_ERRORS["422"])
     for name in ("HTTPValidationError", "ValidationError"):

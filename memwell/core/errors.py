@@ -53,6 +53,14 @@ class ServiceUnavailable(MemwellError):
         self.retry_after_s = retry_after_s
 
 
+class Overloaded(ServiceUnavailable):
+    """This API process is serving as many expensive requests as it may at once
+    (MEMWELL_API_MAX_INFLIGHT). The request was refused before any of it was done, so
+    any call, a chat turn included, may be sent again after Retry-After."""
+
+    code = "overloaded"
+
+
 class TooLarge(MemwellError):
     """The request is over a configured size limit (message, batch, metadata, body)."""
 

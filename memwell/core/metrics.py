@@ -43,6 +43,12 @@ HTTP_REQUEST_SECONDS = Histogram(
     ["method", "route", "status"],
     buckets=_FAST,
 )
+API_OVERLOADED_TOTAL = Counter(
+    "memwell_api_overloaded_total",
+    "Requests refused with 503 at admission because the process had MEMWELL_API_MAX_INFLIGHT "
+    "expensive requests in flight, by path.",
+    ["path"],
+)
 CHAT_STAGE_SECONDS = Histogram(
     "memwell_chat_stage_duration_seconds",
     "Chat path stage timings: buffer, embed, retrieve, assemble, first_token (streamed), "

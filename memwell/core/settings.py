@@ -14,6 +14,9 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 EmbeddingProvider = Literal["auto", "local", "openai"]
+#: Expensive requests in flight per API process in local mode. On 2 cores one process
+#: serves about 100-200 chats/s, so a full house waits well under a second.
+LOCAL_API_MAX_INFLIGHT = 64
 
 
 class Settings(BaseSettings):
@@ -494,6 +497,18 @@ class Settings(BaseSettings):
         description="Open connections plus requests in flight above which a process "
         "answers 503 at once (0: no limit). Each open connection costs a file descriptor.",
     )
+    api_max_inflight: int | None = Field(
+        default=None,
+        ge=0,
+        validation_alias="MEMWELL_API_MAX_INFLIGHT",
+        description="Chat (both doors), context and search requests one API process serves "
+        "at once; "
+        "one more is answered 503 with Retry-After at once, before any of it is done, "
+        "instead of queueing for seconds (0: no cap). /healthz, /metrics and the other "
+        "routes never count. Unset: 64 in local mode (the process computes replies and "
+        "query embeddings itself), no cap with a model endpoint (requests mostly wait "
+        "for it, not for this process).",
+    )
     max_message_chars: int = Field(
         default=32_000,
         ge=1,
@@ -601,6 +616,13 @@ class Settings(BaseSettings):
     def llm_mode(self) -> bool:
         """True when a model endpoint is configured; local mode otherwise."""
         return self.openai_api_key is not None or self.openai_base_url is not None
+
+    @property
+    def resolved_api_max_inflight(self) -> int:
+        """The in-flight cap of expensive requests per API process (0: none)."""
+        if self.api_max_inflight is not None:
+            return self.api_max_inflight
+        return 0 if self.llm_mode else LOCAL_API_MAX_INFLIGHT
 
     @property
     def pipeline_uses_llm(self) -> bool:
