@@ -497,6 +497,15 @@ class Settings(BaseSettings):
         description="Open connections plus requests in flight above which a process "
         "answers 503 at once (0: no limit). Each open connection costs a file descriptor.",
     )
+    api_workers: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        validation_alias="MEMWELL_API_WORKERS",
+        description="Processes of `memwell api` (and `memwell up`'s API) when --workers is "
+        "not given. Unset: one per two cores (one process keeps about one core busy under "
+        "load, Postgres most of another; see README, figure 2).",
+    )
     api_max_inflight: int | None = Field(
         default=None,
         ge=0,

@@ -46,8 +46,13 @@ def migrate() -> None:
 @main.command()
 @click.option("--host", default=None, help="Bind address (default MEMWELL_API_HOST).")
 @click.option("--port", type=int, default=None, help="Port (default MEMWELL_API_PORT).")
-@click.option("--workers", type=int, default=1, show_default=True, help="Uvicorn worker processes.")
-def api(host: str | None, port: int | None, workers: int) -> None:
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Uvicorn worker processes (default MEMWELL_API_WORKERS, else one per two cores).",
+)
+def api(host: str | None, port: int | None, workers: int | None) -> None:
     """Serve the HTTP API."""
     from uvicorn.importer import import_from_string
 

@@ -7,6 +7,12 @@ unless DATABASE_URL / REDIS_URL are set, on ports stable for the data dir
 beat and worker. It prints "ready" once the API answers /readyz and a worker
 consumes; the demo, if asked for, starts then. On Ctrl-C everything it started stops
 in order: API, beat, workers, Valkey, Postgres.
+
+The API runs as many uvicorn processes as `memwell api` does by default
+(MEMWELL_API_WORKERS, else one per two cores: api/server.py default_workers): on a
+2-core machine one, which under load keeps about one core busy while Postgres, Valkey
+and the workers share the other; a second process served fewer chats at a worse p95
+(README, "API processes").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The uvicorn server of `memwell api` (api/server.py): its connections."""
+"""The uvicorn server of `memwell api` (api/server.py): its connections, and how many
+processes it runs by default."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from api.server import HeaderTimeoutProtocol, server_config
+from api.server import HeaderTimeoutProtocol, default_workers, server_config
 from memwell.core.settings import Settings
 from memwell.local.waiting import wait_for
 from tests.support.live_api import free_port
@@ -48,3 +49,8 @@ def test_connections_on_a_socket_bound_for_several_workers_send_small_writes_at_
         server.should_exit = True
         thread.join(timeout=15)
     assert nodelay and all(nodelay)
+
+
+def test_one_api_process_per_two_cores() -> None:
+    assert [default_workers(n) for n in (1, 2, 3, 4, 8, 16)] == [1, 1, 1, 2, 4, 8]
+    assert default_workers() >= 1
