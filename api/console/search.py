@@ -39,13 +39,14 @@ class Playground(BaseModel):
     w_rel: Annotated[_Weight | None, _BLANK] = None
     w_imp: Annotated[_Weight | None, _BLANK] = None
     w_rec: Annotated[_Weight | None, _BLANK] = None
+    w_ent: Annotated[_Weight | None, _BLANK] = None
     floor: Annotated[Annotated[float, Field(ge=-1, le=1)] | None, _BLANK] = None
     fusion: Literal["", "rrf", "score", "vector"] = ""
 
     def overrides(self) -> Overrides:
         return Overrides(
             w_relevance=self.w_rel, w_importance=self.w_imp, w_recency=self.w_rec,
-            similarity_floor=self.floor, fusion=self.fusion or None,
+            similarity_floor=self.floor, fusion=self.fusion or None, entity_weight=self.w_ent,
         )  # fmt: skip
 
 

@@ -1,9 +1,10 @@
-"""The memory operations agents use (remember, recall, forget, get_context), as plain
-async functions over explicit dependencies.
+"""The memory operations agents use (remember, recall, forget, get_context,
+get_profile), as plain async functions over explicit dependencies.
 
 The MCP server (memwell/agents/mcp_server.py) is a thin skin over these, and these are
 thin skins over the same services REST calls: `enqueue_turns` for remember,
-`retrieve` for recall, `build_context` for get_context, `delete_memory` for forget.
+`retrieve` for recall, `build_context` for get_context, `delete_memory` for forget,
+`users.profile.get_profile` for get_profile.
 So an agent ranks, filters and fails exactly as a REST client does.
 """
 
@@ -33,6 +34,8 @@ from memwell.memories.service import delete_memory
 from memwell.pipeline.reconcile import ReconcilePolicy
 from memwell.retrieval.search import MemoryHit
 from memwell.retrieval.service import RetrievalDeps, retrieve
+from memwell.users.profile import DEFAULT_ENTITIES, DEFAULT_RELATIONS, UserProfile
+from memwell.users.profile import get_profile as read_profile
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Context(BaseModel):
     messages: list[dict[str, str]] = Field(description="OpenAI-style messages, ready to send")
     data_block: str = Field(description="The memories and summary, quoted as data")
     memories: list[MemoryHit]
+    profile: list[str] = Field(default=[], description="The profile facts kept, if asked")
     tokens: int
 
 
@@ -134,10 +138,16 @@ async def forget(deps: ToolDeps, *, user_id: str, memory_id: str) -> Forgotten:
 
 
 async def get_context(
-    deps: ToolDeps, *, user_id: str, query: str, session_id: str | None = None
+    deps: ToolDeps,
+    *,
+    user_id: str,
+    query: str,
+    session_id: str | None = None,
+    include_profile: bool = False,
 ) -> Context:
     """Context for the agent's next model call: memories as quoted data, the session's
-    summary and recent turns, inside the context token budget."""
+    summary and recent turns (and, if asked, the user's profile facts), inside the
+    context token budget."""
     result = await build_context(
         deps.retrieval,
         deps.buffer,
@@ -146,13 +156,31 @@ async def get_context(
         user_id=user_id,
         query=_query(query),
         session_id=session_id,
+        include_profile=include_profile,
     )
     return Context(
         messages=result.messages,
         data_block=result.data_block,
         memories=result.memories,
+        profile=result.profile,
         tokens=result.tokens,
     )
+
+
+async def get_profile(
+    deps: ToolDeps,
+    *,
+    user_id: str,
+    entities_limit: int = DEFAULT_ENTITIES,
+    relations_limit: int = DEFAULT_RELATIONS,
+) -> UserProfile:
+    """The user's current facts by entity and top entities with their relations (the
+    same path as GET /v1/users/{id}/profile)."""
+    async with async_tenant_session(deps.sessions, deps.tenant) as session:
+        return await read_profile(
+            session, tenant=deps.tenant, user_id=user_id, entities_limit=entities_limit,
+            relations_limit=relations_limit,
+        )  # fmt: skip
 
 
 async def add_memory(deps: ToolDeps, *, user_id: str, memory: NewMemory) -> AddedMemory:

@@ -23,7 +23,7 @@ from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction
 from memwell.embeddings import build_embedder
 from memwell.embeddings.base import Embedder
 from memwell.memories.add import MAX_BATCH, NewMemory
-from memwell.memories.export import ExportHeader, export_batches, export_header
+from memwell.memories.export import ExportHeader, export_batches, export_entities, export_header
 from memwell.memories.restore import check_file, read_memories, restore_batch
 from memwell.pipeline.consolidate import ConsolidationConfig
 from memwell.pipeline.reconcile import ReconcilePolicy
@@ -61,6 +61,8 @@ def run_export(
         ):
             out.writelines(m.model_dump_json() + "\n" for m in batch)
             progress.update(bar, advance=len(batch))
+        for entities in export_entities(session, tenant=tenant, user_id=user_id):
+            out.writelines(e.model_dump_json() + "\n" for e in entities)
     out.flush()
     return header
 

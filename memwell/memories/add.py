@@ -126,7 +126,7 @@ def _store(
             session, candidates, vectors, embedding_model=model, policy=policy
         ).outcomes
     lock_users(session, {(c.tenant, c.user_id) for c in candidates})
-    written = write_memories(session, candidates, vectors, model)
+    written = write_memories(session, candidates, vectors, model, entities=policy.entities)
     session.execute(
         insert(MemoryEvent),
         [

@@ -44,7 +44,11 @@ from memwell.db.models import (
     ChatSession,
     DeadLetter,
     EmbeddingMigration,
+    Entity,
+    EntityAlias,
+    EntityRelation,
     Memory,
+    MemoryEntity,
     MemoryEvent,
     Turn,
     UserErasure,
@@ -152,6 +156,36 @@ def _count(session: Session | Connection, stmt: Any) -> int:
     return len(session.execute(stmt).all())
 
 
+def _erase_entities(session: Session, *, tenant: str, user_id: str) -> dict[str, int]:
+    """The user's entity memory: relations, memory links, aliases, then the entities."""
+    return {
+        "entity_relations": _count(
+            session,
+            delete(EntityRelation)
+            .where(EntityRelation.tenant == tenant, EntityRelation.user_id == user_id)
+            .returning(EntityRelation.id),
+        ),
+        "memory_entities": _count(
+            session,
+            delete(MemoryEntity)
+            .where(MemoryEntity.tenant == tenant, MemoryEntity.user_id == user_id)
+            .returning(MemoryEntity.memory_id),
+        ),
+        "entity_aliases": _count(
+            session,
+            delete(EntityAlias)
+            .where(EntityAlias.tenant == tenant, EntityAlias.user_id == user_id)
+            .returning(EntityAlias.alias),
+        ),
+        "entities": _count(
+            session,
+            delete(Entity)
+            .where(Entity.tenant == tenant, Entity.user_id == user_id)
+            .returning(Entity.id),
+        ),
+    }
+
+
 def erase_user_rows(
     session: Session, *, tenant: str, user_id: str
 ) -> tuple[datetime, dict[str, int]]:
@@ -175,6 +209,9 @@ def erase_user_rows(
             .where(MemoryEvent.tenant == tenant, MemoryEvent.user_id == user_id)
             .returning(MemoryEvent.id),
         ),
+        # Entity rows before the memories: their links would go with the memories by
+        # cascade, uncounted, and the receipt must say what the user's entity memory held.
+        **_erase_entities(session, tenant=tenant, user_id=user_id),
         "memories": _count(
             session,
             delete(Memory)

@@ -92,6 +92,8 @@ def read_memories(path: Path) -> Iterator[tuple[ExportedMemory, NewMemory | None
     next(lines, None)  # the header, read by read_header
     for line_no, line in lines:
         raw = _object(path, line_no, line)
+        if raw.get("record") == "entity":
+            continue  # derived from the memories: the add rebuilds them
         try:
             record = ExportedMemory.model_validate(raw)
             yield record, as_new_memory(record) if record.state == "live" else None

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memwell.entities.extract import Extraction
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -34,3 +36,6 @@ class Candidate:
     valid_to: datetime | None = None
     #: why it was written (recorded in its history when the decision gives no reason)
     origin: str | None = None
+    #: what the text mentions, when the extraction step said (LLM mode); None: the
+    #: writer runs the local extractor on the stored text
+    entities: Extraction | None = None

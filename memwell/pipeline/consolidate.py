@@ -68,6 +68,7 @@ class ConsolidationConfig:
                 merge_threshold=settings.merge_threshold,
                 supersede_floor=settings.supersede_floor,
                 neighbours=settings.reconcile_neighbours,
+                entities=settings.entities_enabled,
             ),
         )
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from memwell.entities.llm_schema import EntityOut, RelationOut, to_extraction
 from memwell.llm.structured import StructuredLLM
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import LocalAnalyzer
@@ -34,8 +35,17 @@ is one standalone sentence with the subject resolved (use the speaker's name, ne
 "I" or "you"), and absolute dates instead of relative ones (the message's date is
 given). kind is one of fact, preference, event. valid_from is the date the fact
 became true (YYYY-MM-DD) when the message states one, else null. No memories for
-greetings or filler. {DATA_NOTE}
-Answer with only JSON: {{"memories": [{{"kind": "...", "content": "...", "valid_from": null}}]}}"""
+greetings or filler. For each memory also list the entities it names (people, places,
+organizations, things the person owns or likes such as pets, instruments, books and
+hobbies, and events such as trips, concerts and races; kind is one of person, place,
+organization, thing, event, other; relatives without a name as "Caroline's sister")
+and the relations between them: relation is one of lives_in, works_at, job, name,
+status, age, drives, favorite_<what>, has_pet, sibling, parent, child, partner,
+friend_of, relative, likes, owns, member_of, attended, went_to; object names an
+entity, value is a literal (an age, a job) when the object is not an entity. {DATA_NOTE}
+Answer with only JSON: {{"memories": [{{"kind": "...", "content": "...", "valid_from": null,
+"entities": [{{"name": "...", "kind": "..."}}],
+"relations": [{{"subject": "...", "relation": "...", "object": null, "value": null}}]}}]}}"""
 
 DECIDE_PROMPT = f"""You maintain a user's long-term memory. Given a new memory and
 existing similar memories (numbered), decide: "add" (new information), "update"
@@ -60,6 +70,9 @@ class MemoryOut(BaseModel):
     kind: Literal["fact", "preference", "event"]
     content: str = Field(min_length=3, max_length=1000)
     valid_from: date | None = None
+    #: None (left out): the writer runs the local extractor on the memory instead
+    entities: list[EntityOut] | None = Field(default=None, max_length=30)
+    relations: list[RelationOut] = Field(default_factory=list, max_length=30)
 
 
 class ExtractionOut(BaseModel):
@@ -126,6 +139,7 @@ class LlmAnalyzer:
                     "extractor": "llm",
                     **({"valid_from": m.valid_from.isoformat()} if m.valid_from else {}),
                 },
+                entities=None if m.entities is None else to_extraction(m.entities, m.relations),
             )
             for m in out.memories
         ]

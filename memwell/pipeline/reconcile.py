@@ -70,6 +70,8 @@ class ReconcilePolicy:
     merge_threshold: float = MERGE_THRESHOLD_DEFAULT
     supersede_floor: float = 0.3
     neighbours: int = 8
+    #: store the entities the written memories mention (memwell/entities/)
+    entities: bool = True
 
 
 class Decider(Protocol):
@@ -252,7 +254,8 @@ def _plan(
     found = fetch_neighbours(
         session, candidates, vectors, embedding_model=model, k=policy.neighbours
     )
-    plan = WritePlan(live=fetch_live_hashes(session, candidates, digests), model=model)
+    live = fetch_live_hashes(session, candidates, digests)
+    plan = WritePlan(live=live, model=model, entities=policy.entities)
     state = _BatchState()
     events: list[dict[str, Any]] = []
     for c, digest, vector, near in zip(candidates, digests, vectors, found, strict=True):
@@ -367,6 +370,8 @@ def _merge(
         old_hash=target.content_hash,
         new_hash=kept_hash,
     )
+    if rewritten:
+        plan.states(target.id, c, kept)
     state.rewritten[target.id] = replace(target, content=kept, content_hash=kept_hash)
     events.append(_event(c, target.id, "merge", old=target.content, new=kept, reason=d.reason))
     return target.id

@@ -10,6 +10,10 @@ seen one by one; consecutive inserts (most of a batch) become one multi-row
 INSERT, which is equivalent because a plan never inserts two live rows with one
 content hash.
 
+The same transaction and savepoint store each written memory's entities, links and
+relations (memwell/entities/store.py) after the memory rows, in a few statements for
+the whole batch: a memory and its entities commit or roll back together.
+
 The prediction holds because the batch holds its users' advisory locks. A writer
 that does not take them (a session summary) can still race it: then an insert
 hits the live-hash unique index, or a reinforced row is no longer live. Either
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +35,8 @@ from sqlalchemy.orm import Session
 
 from memwell.core.text import content_hash
 from memwell.db.models import Memory, MemoryEmbedding
+from memwell.entities.extract import extract
+from memwell.entities.store import EntitySource, write_entities
 from memwell.pipeline.candidate import Candidate
 from memwell.reembed.dual_write import route_new_rows
 
@@ -90,7 +96,38 @@ class WritePlan:
 
     live: dict[LiveKey, uuid.UUID]
     model: str
+    #: store the entities of the memories written (MEMWELL_ENTITIES_ENABLED)
+    entities: bool = True
     _ops: list[list[dict[str, Any]] | Executable | dict[str, Any]] = field(default_factory=list)
+    _stated: list[tuple[uuid.UUID, Candidate, str]] = field(default_factory=list)
+
+    def states(self, memory_id: uuid.UUID, c: Candidate, content: str) -> None:
+        """Record that the memory now reads `content`, written for `c`: its entities
+        are stored with the batch. A reinforcement states nothing new."""
+        self._stated.append((memory_id, c, content))
+
+    def entity_sources(self) -> list[EntitySource]:
+        """What the written memories mention (a candidate's own extraction when its
+        text is the one stored, as LLM mode gives it; the local extractor otherwise).
+        A summary links its entities but states no relations: it restates older turns
+        at the session's last time, and would bring a superseded value back."""
+        sources = []
+        for memory_id, c, content in self._stated:
+            own = c.entities is not None and content == c.content
+            extraction = c.entities if own and c.entities is not None else extract(content)
+            if c.kind == "summary":
+                extraction = replace(extraction, relations=(), aliases=())
+            sources.append(
+                EntitySource(
+                    tenant=c.tenant,
+                    user_id=c.user_id,
+                    memory_id=memory_id,
+                    event_time=c.valid_from or c.event_time,
+                    source_turn_ids=c.source_turn_ids,
+                    extraction=extraction,
+                )
+            )
+        return sources
 
     def upsert(self, c: Candidate, digest: str, vector: np.ndarray) -> tuple[uuid.UUID, bool]:
         """Queue the candidate's insert, or the reinforcement of the live memory with the
@@ -109,6 +146,7 @@ class WritePlan:
             return existing, False
         memory_id = uuid.uuid4()
         self.live[key] = memory_id
+        self.states(memory_id, c, c.content)
         row = {
             "id": memory_id,
             "tenant": c.tenant,
@@ -171,20 +209,28 @@ class WritePlan:
                     raise PlanStale(f"memory {op['id']} is no longer live")
             else:
                 session.execute(op)
+        if self.entities and self._stated:
+            write_entities(session, self.entity_sources())
 
 
 PLAN_ATTEMPTS = 3  # a re-plan only follows a race with a writer outside the lock
 
 
 def write_memories(
-    session: Session, candidates: Sequence[Candidate], vectors: np.ndarray, model: str
+    session: Session,
+    candidates: Sequence[Candidate],
+    vectors: np.ndarray,
+    model: str,
+    *,
+    entities: bool = True,
 ) -> list[tuple[uuid.UUID, bool]]:
     """Memories through the same plan as a consolidation batch, without reconciling:
     each is added, or reinforces the live memory with the same normalised content.
     Returns (id, added) per candidate, in order."""
     digests = [content_hash(c.content) for c in candidates]
     for attempt in range(1, PLAN_ATTEMPTS + 1):
-        plan = WritePlan(live=fetch_live_hashes(session, candidates, digests), model=model)
+        live = fetch_live_hashes(session, candidates, digests)
+        plan = WritePlan(live=live, model=model, entities=entities)
         written = [
             plan.upsert(c, digest, vector)
             for c, digest, vector in zip(candidates, digests, vectors, strict=True)

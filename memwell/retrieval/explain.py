@@ -26,12 +26,14 @@ class SearchExplanation:
     """The hits as retrieval returns them, and the best candidates the floor cut."""
 
     hits: list[MemoryHit]
-    #: under the floor, with no full-text match to pass it; best first
+    #: under the floor, with no full-text or entity match to pass it; best first
     dropped: list[MemoryHit]
     floor: float
     w_relevance: float
     w_importance: float
     w_recency: float
+    #: the weight of entity_match inside the relevance
+    w_entity: float
 
     @property
     def max_score(self) -> float:
@@ -73,9 +75,12 @@ async def explain_search(
     kept = {h.id for h in hits}
     floor = resolved.similarity_floor
     dropped = [
-        h for h in everything if h.id not in kept and h.similarity < floor and h.text_rank <= 0
+        h
+        for h in everything
+        if h.id not in kept and h.similarity < floor and h.text_rank <= 0 and h.entity_match <= 0
     ]
     return SearchExplanation(
         hits=hits, dropped=dropped, floor=floor, w_relevance=resolved.w_relevance,
         w_importance=resolved.w_importance, w_recency=resolved.w_recency,
+        w_entity=resolved.entity_weight,
     )  # fmt: skip

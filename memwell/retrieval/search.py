@@ -6,12 +6,15 @@ partial HNSW index plus full-text matches. The same statement re-ranks them by
 
     score     = w_rel * relevance + w_imp * importance + w_rec * recency
     relevance = cosine similarity fused with full-text rank (RRF or normalised scores)
+                + w_entity * entity_match
     recency   = max(2^-(hours since creation / half_life_created),
                     2^-(hours since last access / half_life_access))
 
-cuts them by a similarity floor (a full-text match passes it too) and returns each
-hit's score parts and provenance, so a caller can see why it came back. This module
-is the only retrieval path: chat, search and context all call `search`.
+where entity_match (0..1) says how rare the entities are that the query names and the
+memory is linked to, directly or through one relation (memwell/retrieval/entity_sql.py).
+It cuts them by a similarity floor (a full-text or entity match passes it too) and
+returns each hit's score parts and provenance, so a caller can see why it came back.
+This module is the only retrieval path: chat, search and context all call `search`.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from memwell.core.errors import InvalidInput
 from memwell.core.settings import Settings
 from memwell.db.driver import fetch_all, fetch_all_async, pyformat
 from memwell.db.read_pool import Statement, TenantReadPool
+from memwell.entities.query import query_keys
 from memwell.retrieval.sql import Fusion, StatementShape, build_statement
 
 # Per-request overrides are clamped to these; a caller cannot make one part swamp the
@@ -43,6 +47,8 @@ K_MAX = 100
 # The ANN path reads at most this many full-text matches per query term for each
 # candidate it keeps (see retrieval_sql._ANN_IDS).
 ANN_TERM_CAP_PER_CANDIDATE = 5
+# A query names a handful of entities; a pasted document is not looked up name by name.
+ENTITY_KEYS_MAX = 16
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,13 @@ class SearchParams:
     as_of: datetime | None = None
     #: set when this user has a per-user ANN index (memwell/retrieval/ann.py)
     ann_dims: int | None = None
+    #: the entity keys the query names; empty: no entity term (nor its lookups)
+    entity_keys: tuple[str, ...] = ()
+    entity_weight: float = 0.0
+    #: a neighbour's share of its query entity's weight
+    entity_hop: float = 0.0
+    #: the ANN path's most entity-linked candidates
+    entity_candidates: int = 0
 
 
 @dataclass(frozen=True)
@@ -112,11 +125,14 @@ class Overrides:
     fusion: Fusion | None = None
     text_weight: float | None = None
     similarity_floor: float | None = None
+    #: 0 turns the entity term off (the statement without it)
+    entity_weight: float | None = None
 
 
 class MemoryHit(BaseModel):
     """A retrieved memory and why it came back: score = w_rel*relevance +
-    w_imp*importance + w_rec*recency; relevance fuses similarity (cosine) and text_rank.
+    w_imp*importance + w_rec*recency; relevance fuses similarity (cosine) and text_rank,
+    plus w_entity*entity_match.
 
     Every door returns this one shape (REST search, context and chat, MCP, the SDK)."""
 
@@ -131,6 +147,8 @@ class MemoryHit(BaseModel):
     recency: float
     similarity: float
     text_rank: float
+    #: 0..1: how rare the query's entities linked to this memory are (0: none)
+    entity_match: float = 0.0
     created_at: datetime
     session_id: str | None
     agent_id: str | None
@@ -163,6 +181,10 @@ def params_from_settings(
         as_of = as_of.replace(tzinfo=UTC)
     if as_of is not None and as_of > now:
         raise InvalidInput("as_of is in the future")
+    entity_weight = _clamp(o.entity_weight, settings.entity_weight, 0.0, WEIGHT_MAX)
+    # No weight, no lookups: the statement is then the one without the entity term.
+    named = entity_weight > 0 and query_text.strip()
+    keys = tuple(query_keys(query_text)[:ENTITY_KEYS_MAX]) if named else ()
     return SearchParams(
         tenant=tenant,
         user_id=user_id,
@@ -191,6 +213,10 @@ def params_from_settings(
         now=as_of or now,
         ann_dims=ann_dims,
         ann_k=settings.ann_candidates,
+        entity_keys=keys,
+        entity_weight=entity_weight,
+        entity_hop=settings.entity_hop_weight,
+        entity_candidates=settings.entity_candidates,
     )
 
 
@@ -201,11 +227,13 @@ def vector_literal(vector: np.ndarray) -> str:
 
 def _bind(params: SearchParams) -> tuple[str, dict[str, Any]]:
     filter_binds = params.filters.binds()
+    entities = bool(params.entity_keys) and params.entity_weight > 0
     shape = StatementShape(
         fusion=params.fusion,
         historical=params.as_of is not None,
         filters=frozenset(filter_binds),
         ann_dims=params.ann_dims,
+        entities=entities,
     )
     binds: dict[str, Any] = {
         "query": np.asarray(params.query_vector, dtype=np.float32),
@@ -227,6 +255,13 @@ def _bind(params: SearchParams) -> tuple[str, dict[str, Any]]:
         "term_cap": params.ann_k * ANN_TERM_CAP_PER_CANDIDATE,
         **filter_binds,
     }
+    if entities:
+        binds |= {
+            "ent_keys": list(params.entity_keys),
+            "ent_weight": params.entity_weight,
+            "ent_hop": params.entity_hop,
+            "ent_cap": params.entity_candidates,
+        }
     return build_statement(shape), binds
 
 
@@ -242,6 +277,7 @@ def _hit(row: Any) -> MemoryHit:
         recency=float(row.recency),
         similarity=float(row.similarity),
         text_rank=float(row.text_rank),
+        entity_match=float(row.entity_match),
         created_at=row.created_at,
         session_id=row.session_id,
         agent_id=row.agent_id,

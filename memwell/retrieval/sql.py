@@ -16,6 +16,13 @@ Shape (one statement, no re-ranking in Python):
                  term), then the same visibility checks
     r   rank positions and the normalised text rank, via window functions
     f   the fused relevance, then the weighted score, top k
+
+When the query names entities, CTEs before `q` (memwell/retrieval/entity_sql.py) find
+the memories linked to them or to their neighbours, and `q` leaves the names of common
+entities out of its tsquery: the ANN path adds the linked memories to its candidates,
+`r` joins their `entity_match`, which passes the floor like a full-text match and is
+added to the relevance as `:ent_weight * entity_match`. A query that names none gets
+the statement without any of this.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from functools import lru_cache
 from typing import Literal
 
 from memwell.db.driver import pyformat
+from memwell.retrieval.entity_sql import ANN_LINKED, entity_ctes, query_text_cte
 
 Fusion = Literal["rrf", "score", "vector"]
 
@@ -64,12 +72,13 @@ _FILTERS = {
 
 # A question rarely contains every word of the memory that answers it: OR the
 # words (plainto_tsquery ANDs them), so any shared stem counts, weighted by ts_rank.
-_Q = """
+_TSQ = """CASE WHEN numnode(plainto_tsquery('english', :qtext)) = 0 THEN NULL
+                  ELSE replace(plainto_tsquery('english', :qtext)::text, ' & ', ' | ')::tsquery
+             END"""
+_Q = f"""
     q AS MATERIALIZED (
       SELECT CAST(:query AS vector) AS v,
-             CASE WHEN numnode(plainto_tsquery('english', :qtext)) = 0 THEN NULL
-                  ELSE replace(plainto_tsquery('english', :qtext)::text, ' & ', ' | ')::tsquery
-             END AS tsq
+             {_TSQ} AS tsq
     )"""
 
 # Only narrow numeric columns travel through the ranking; the text and provenance are
@@ -113,7 +122,7 @@ _ANN_IDS = """
          CAST(:qtext AS text), CAST(:term_cap AS integer)) t
        GROUP BY t.id
        ORDER BY max(t.rank) DESC, max(t.created_at) DESC
-       LIMIT :ann_k)
+       LIMIT :ann_k){linked}
     ),"""
 
 # Rank positions cost two sorts: only reciprocal-rank fusion needs them.
@@ -124,12 +133,25 @@ _POSITIONS = """
 _RANKED = """
     r AS (
       SELECT c.*,{positions}
-             coalesce(c.text_raw / nullif(max(c.text_raw) OVER (), 0), 0) AS text_rank
+             coalesce(c.text_raw / nullif(max(c.text_raw) OVER (), 0), 0) AS text_rank,
+             0::float8 AS entity_match
       FROM c
       WHERE c.similarity >= :floor OR c.text_raw > 0
     )"""
 
-# Every fusion yields a relevance in 0..1, so the weights mean the same thing in each.
+# A memory linked to the query's entities passes the floor as a full-text match does:
+# it was asked about by name, whatever its wording.
+_RANKED_ENTITIES = """
+    r AS (
+      SELECT c.*,{positions}
+             coalesce(c.text_raw / nullif(max(c.text_raw) OVER (), 0), 0) AS text_rank,
+             coalesce(em.entity_match, 0) AS entity_match
+      FROM c LEFT JOIN em ON em.id = c.id
+      WHERE c.similarity >= :floor OR c.text_raw > 0 OR em.entity_match > 0
+    )"""
+
+# Every fusion yields a relevance in 0..1, so the weights mean the same thing in each
+# (the entity term, when present, adds at most :ent_weight on top).
 _RELEVANCE: dict[Fusion, str] = {
     "vector": "r.similarity",
     # Reciprocal rank: only positions count, normalised by the best possible value.
@@ -151,6 +173,8 @@ class StatementShape:
     historical: bool
     filters: frozenset[str]
     ann_dims: int | None = None
+    #: the query names entities (the entity CTEs are in the statement)
+    entities: bool = False
 
 
 @lru_cache(maxsize=256)
@@ -162,22 +186,34 @@ def build_statement(shape: StatementShape) -> str:
 def _statement(shape: StatementShape) -> str:
     where = _ALWAYS + (_AS_OF if shape.historical else _CURRENT)
     where += "".join(_FILTERS[name] for name in sorted(shape.filters))
-    if shape.ann_dims is not None:
-        ann = _ANN_IDS.format(dims=int(shape.ann_dims))
+    ann_path = shape.ann_dims is not None
+    if shape.entities:
+        # The entities come first: the text query leaves out common ones' names, and
+        # the ANN path takes the linked memories as candidates.
+        head = entity_ctes(historical=shape.historical, ann=ann_path) + query_text_cte(_TSQ)
+    else:
+        head = _Q
+    if ann_path:
+        linked = ANN_LINKED if shape.entities else ""
+        ann = _ANN_IDS.format(dims=int(shape.ann_dims or 0), linked=linked)
         parts = _PARTS.format(source="ids JOIN memories m ON m.id = ids.id")
     else:
         ann, parts = "", _PARTS.format(source="memories m")
     relevance = _RELEVANCE[shape.fusion]
-    ranked = _RANKED.format(positions=_POSITIONS if shape.fusion == "rrf" else "")
+    if shape.entities:
+        relevance = f"({relevance}) + :ent_weight * r.entity_match"
+    ranked = (_RANKED_ENTITIES if shape.entities else _RANKED).format(
+        positions=_POSITIONS if shape.fusion == "rrf" else ""
+    )
     # c is MATERIALIZED so the planner cannot pull it up and compute the cosine twice
     # (once for the floor, once for the output).
     return f"""
-    WITH {_Q},{ann}
+    WITH {head},{ann}
     c AS MATERIALIZED ({parts}
       WHERE {where}
     ),{ranked},
     top AS (
-      SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency,
+      SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency, r.entity_match,
              {relevance} AS relevance,
              :w_rel * ({relevance}) + :w_imp * r.importance + :w_rec * r.recency AS score
       FROM r

@@ -1,6 +1,7 @@
 """Every door ranks alike: the same query through REST, the SDK and an MCP client returns
 the same memories in the same order with the same scores. Covered: a hybrid text match
 that the vector half alone would miss, and a user searched through a per-user ANN index.
+A user's profile reads the same through every door too, and fails alike for a stranger.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from mcp import Client, StdioServerParameters
 from sqlalchemy import create_engine, pool, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -20,8 +22,10 @@ from memwell.core.settings import get_settings
 from memwell.db.models import MemoryAnnIndex
 from memwell.embeddings import build_embedder
 from memwell.retrieval.ann import maintain_ann_indexes
+from memwell.sdk import UserProfile
 from tests.support.live_api import serve_api
 from tests.support.memory_factory import add_memory
+from tests.support.profile_factory import seed_profile
 
 ANN_ROWS = 60
 FACTS = [
@@ -135,3 +139,62 @@ def _memory_id(session: Session, tenant: str, user: str, content: str) -> str:
         )
     )
     return str(found)
+
+
+def _mcp_profiles(env: dict[str, str], tenant: str, calls: list[dict[str, Any]]) -> list[Any]:
+    """Each call's structured result, or its error text when the tool failed."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "memwell", "mcp", "--tenant", tenant],
+        env={**env, "MEMWELL_LOG_LEVEL": "WARNING"},
+    )
+
+    async def run() -> list[Any]:
+        async with Client(params) as client:
+            found: list[Any] = []
+            for arguments in calls:
+                result = await client.call_tool("get_profile", arguments)
+                found.append(str(result.content) if result.is_error else result.structured_content)
+            return found
+
+    return asyncio.run(run())
+
+
+def test_every_door_reads_the_same_profile(
+    stack_env: dict[str, str],
+    db: sessionmaker[Session],
+    make_key: Callable[..., dict[str, str]],
+    ids: dict[str, str],
+) -> None:
+    tenant, user = ids["tenant"], ids["user"]
+    with db.begin() as session:
+        seed_profile(session, tenant=tenant, user_id=user)
+    headers = make_key(tenant, ("read",))
+    key = headers["Authorization"].removeprefix("Bearer ")
+    limits = {"entities_limit": 3, "relations_limit": 2}
+    with serve_api() as url:
+        rest = [
+            httpx.get(f"{url}/v1/users/{user}/profile", params=p, headers=headers, timeout=30)
+            for p in ({}, limits)
+        ]
+        assert [r.status_code for r in rest] == [200, 200], rest[0].text
+        with memwell.MemoryClient(url, api_key=key, timeout=30) as client:
+            sdk = [client.get_profile(user), client.get_profile(user, **limits)]
+            with pytest.raises(memwell.NotFoundError):
+                client.get_profile(user + "-nobody")
+
+        async def read_async() -> Any:
+            async with memwell.AsyncMemoryClient(url, api_key=key, timeout=30) as client:
+                return await client.get_profile(user, **limits)
+
+        sdk_async = asyncio.run(read_async())
+    mcp = _mcp_profiles(
+        stack_env, tenant, [{"user_id": user}, {"user_id": user, **limits},
+                            {"user_id": user + "-nobody"}],
+    )  # fmt: skip
+    parsed = [UserProfile.model_validate(r.json()) for r in rest]
+    assert parsed == sdk == [UserProfile.model_validate(m) for m in mcp[:2]]
+    assert sdk_async == parsed[1]
+    assert len(parsed[1].entities) == 3 and len(parsed[1].entities[0].relations) == 2
+    assert parsed[0].facts[0].slots["lives_in"].value == "Boston"
+    assert "not-found" in mcp[2]

@@ -19,7 +19,9 @@ from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 from tests.support.live_api import free_port
 
-TOOLS = {"remember", "recall", "forget", "get_context", "add_memory", "update_memory"}
+TOOLS = {
+    "remember", "recall", "forget", "get_context", "get_profile", "add_memory", "update_memory"
+}  # fmt: skip
 
 
 def _structured(result: Any) -> dict[str, Any]:

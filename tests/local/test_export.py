@@ -37,9 +37,11 @@ def _cli(stack_env: dict[str, str], *args: str) -> Result:
 
 
 def _export(stack_env: dict[str, str], user: str, *flags: str) -> list[dict[str, Any]]:
+    """The header and the memory lines (entity lines: tests/entities/)."""
     result = _cli(stack_env, "export", "--user", user, *flags)
     assert result.exit_code == 0, result.output
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    return [line for line in lines if line.get("record") != "entity"]
 
 
 def _live_set(lines: list[dict[str, Any]]) -> set[tuple[Any, ...]]:

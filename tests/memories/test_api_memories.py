@@ -65,7 +65,15 @@ def test_search_returns_hits_with_score_parts(
     assert top["text_rank"] > 0 and top["similarity"] > 0.2
     assert top["source_turn_ids"] == [f"{ids['user']}-0"]
     assert top["agent_id"] == "helper"
-    parts = {"score", "relevance", "importance", "recency", "similarity", "text_rank"}
+    parts = {
+        "score",
+        "relevance",
+        "importance",
+        "recency",
+        "similarity",
+        "text_rank",
+        "entity_match",
+    }
     assert parts <= top.keys()
 
 
