@@ -30,7 +30,9 @@ _bearer = HTTPBearer(auto_error=False, description="An API key: `memwell keys cr
 ANONYMOUS_KEY_ID = "anonymous"
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
+    # async: FastAPI runs a plain `def` dependency on a worker thread, a hand-off per
+    # request for one attribute read.
     state: AppState = request.app.state.memwell
     return state
 

@@ -118,6 +118,9 @@ class ScoringIn(BaseModel):
     similarity_floor: float | None = Field(
         default=None, strict=True, ge=-1, le=1, description="Cosine under which hits drop."
     )
+    entity_weight: float | None = Field(
+        default=None, strict=True, ge=0, description="Weight of entity_match (0: off)."
+    )
 
     def to_domain(self) -> Overrides:
         return Overrides(**self.model_dump())
@@ -149,6 +152,12 @@ class ContextRequest(SearchRequest):
     session_id: Identifier
     token_budget: int | None = Field(default=None, strict=True, ge=100, le=200_000)
     system_prompt: str | None = Field(default=None, max_length=16_000)
+    include_profile: bool = Field(
+        default=False,
+        strict=True,
+        description="Add the user's profile (GET /v1/users/{id}/profile) as known facts, "
+        "quoted like memories and inside the same token budget.",
+    )
 
 
 class RecentTurn(BaseModel):
@@ -167,6 +176,9 @@ class ContextResponse(BaseModel):
     recent: list[RecentTurn]
     tokens: int
     token_budget: int
+    profile: list[str] = Field(
+        default=[], description="The profile's facts that fit (with include_profile)."
+    )
 
 
 class ErasureReceiptPublic(BaseModel):

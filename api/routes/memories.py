@@ -66,6 +66,7 @@ async def post_context(
         as_of=body.as_of,
         overrides=body.scoring.to_domain(),
         system_prompt=body.system_prompt,
+        include_profile=body.include_profile,
     )
     return ContextResponse(
         messages=result.messages,
@@ -75,6 +76,7 @@ async def post_context(
         recent=[RecentTurn(**asdict(t)) for t in result.recent],
         tokens=result.tokens,
         token_budget=result.budget,
+        profile=result.profile,
     )
 
 

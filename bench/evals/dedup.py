@@ -3,10 +3,14 @@ against the paraphrase label, over a sweep of cosine thresholds, with and withou
 the fact guard (memwell/pipeline/dedup.py).
 
 Run from the repo root: ``python -m bench.evals.dedup``. Prints tables.
+``--precisions fp32,int8``: the same for memories embedded at each local precision
+(MEMWELL_LOCAL_EMBEDDING_PRECISION), then one line per precision at the chosen
+threshold: int8 memories ship only if the merge precision stays >= 0.90.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import sys
@@ -66,8 +70,29 @@ def cosines(embedder: Embedder, a: list[str], b: list[str]) -> np.ndarray:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--precisions", default="", help="e.g. fp32,int8 (default: settings)")
+    args = parser.parse_args()
     a, b, y = load_pairs()
-    embedder = build_embedder(Settings(embedding_provider="local"))
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()] or [None]
+    chosen = []
+    for precision in precisions:
+        chosen.append(evaluate(a, b, y, precision))
+    if len(chosen) > 1:
+        print(f"\nat the chosen threshold {CHOSEN:g}, cosine + guard:")
+        print(f"{'memories':<10}{'P':>7}{'R':>7}{'merges':>8}")
+        for precision, (p2, r2, m2) in zip(precisions, chosen, strict=True):
+            print(f"{precision:<10}{p2:>7.3f}{r2:>7.3f}{m2:>8}")
+
+
+def evaluate(
+    a: list[str], b: list[str], y: np.ndarray, precision: str | None
+) -> tuple[float, float, int]:
+    """Print the sweep for one precision; returns (P, R, merges) at the chosen threshold."""
+    settings = Settings(embedding_provider="local")
+    if precision is not None:
+        settings = settings.model_copy(update={"local_embedding_precision": precision})
+    embedder = build_embedder(settings)
     cos = cosines(embedder, a, b)
     guard_ok = np.asarray([fact_guard(x, z) is None for x, z in zip(a, b, strict=True)])
     print(f"MRPC train: {len(y)} pairs, {int(y.sum())} paraphrases; model {embedder.model_name}")
@@ -79,6 +104,7 @@ def main() -> None:
         f"{'threshold':>9} | {'cosine only: P':>15} {'R':>6} {'merges':>7} |"
         f" {'cosine + guard: P':>18} {'R':>6} {'merges':>7}"
     )
+    at_chosen = (float("nan"), float("nan"), 0)
     for t in THRESHOLDS:
         p1, r1, m1 = prf(cos >= t, y)
         pred = np.asarray(
@@ -88,10 +114,13 @@ def main() -> None:
             ]
         )
         p2, r2, m2 = prf(pred, y)
-        mark = "  <- chosen" if abs(t - CHOSEN) < 1e-9 else ""
+        mark = ""
+        if abs(t - CHOSEN) < 1e-9:
+            mark, at_chosen = "  <- chosen", (p2, r2, m2)
         print(f"{t:>9.2f} | {p1:>15.3f} {r1:>6.3f} {m1:>7} | {p2:>18.3f} {r2:>6.3f} {m2:>7}{mark}")
     print(f"base rate (merge everything): precision {y.mean():.3f}")
     print("goal: precision >= 0.90 at the chosen threshold (MEMWELL_MERGE_THRESHOLD)")
+    return at_chosen
 
 
 if __name__ == "__main__":

@@ -34,6 +34,9 @@ class BenchStack:
     redis_url: str | None
     root: Path
     worker_pid: int | None = None
+    #: the embedded servers' main processes (for figures that measure their CPU)
+    postgres_pid: int | None = None
+    redis_pid: int | None = None
 
 
 @contextmanager
@@ -44,7 +47,7 @@ def postgres_only(*, keep: bool = False) -> Iterator[BenchStack]:
     try:
         url = pg.start()
         migrate.upgrade(url)
-        yield BenchStack(database_url=url, redis_url=None, root=root)
+        yield BenchStack(database_url=url, redis_url=None, root=root, postgres_pid=pg.pid)
     finally:
         pg.stop()
         if not keep:
@@ -57,7 +60,7 @@ def services() -> Iterator[BenchStack]:
     with postgres_only() as pg:
         server = EmbeddedRedis(data_dir=pg.root / "redis", appendonly=False)
         try:
-            yield replace(pg, redis_url=server.start())
+            yield replace(pg, redis_url=server.start(), redis_pid=server.pid)
         finally:
             server.stop()
 

@@ -6,21 +6,36 @@ turns that never passed through the buffer (POST /v1/turns, `enqueue_turns`, a R
 restart) are recent too (memwell/chat/stored_turns.py). Then the same assembly:
 memories are quoted data inside the system message, and the token budget trims
 memories first, then the oldest recent turns.
+
+With `include_profile`, the user's profile (memwell/users/profile.py) is read in the
+same gather and goes in as quoted facts, inside the same budget; without it, nothing
+more is read or counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memwell.buffer.session_buffer import BufferedTurn, BufferSnapshot, SessionBuffer
 from memwell.chat.assembly import assemble_context, render_data_block
+from memwell.chat.profile_block import profile_sentences
 from memwell.chat.stored_turns import merge_recent, newest_stored_turns
+from memwell.core.errors import NotFound
+from memwell.db.tenancy import async_tenant_session
 from memwell.retrieval.search import MemoryHit, Overrides, SearchFilters
 from memwell.retrieval.service import RetrievalDeps, retrieve
+from memwell.users.profile import get_profile
+
+# A context's profile: every slot, and the relations of the few entities the user
+# mentions most; the budget's profile share cuts what is left over.
+PROFILE_ENTITIES: Final = 5
+PROFILE_RELATIONS: Final = 10
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,30 @@ class ContextResult:
     recent: list[BufferedTurn]
     tokens: int
     budget: int
+    profile: list[str]  # the profile's facts that fit; empty unless asked for
+
+
+async def _profile_facts(
+    sessions: async_sessionmaker[AsyncSession], *, tenant: str, user_id: str
+) -> list[str]:
+    async with async_tenant_session(sessions, tenant) as session:
+        try:
+            profile = await get_profile(
+                session, tenant=tenant, user_id=user_id, entities_limit=PROFILE_ENTITIES,
+                relations_limit=PROFILE_RELATIONS,
+            )  # fmt: skip
+        except NotFound:  # a user with nothing stored yet: context still answers
+            return []
+    return profile_sentences(profile)
+
+
+async def _search_and_profile(
+    searching: Awaitable[list[MemoryHit]], profiling: Awaitable[list[str]] | None
+) -> tuple[list[MemoryHit], list[str]]:
+    if profiling is None:
+        return await searching, []
+    hits, facts = await asyncio.gather(searching, profiling)
+    return hits, facts
 
 
 async def build_context(
@@ -49,22 +88,32 @@ async def build_context(
     as_of: datetime | None = None,
     overrides: Overrides | None = None,
     system_prompt: str | None = None,
+    include_profile: bool = False,
 ) -> ContextResult:
-    """Memories, session summary and recent turns for `query`, inside `budget` tokens.
-    Without a session, only memories. `sessions` are tenant-scoped (row-level
-    security): they read the session's stored turns."""
-    searching = retrieve(
-        retrieval, tenant=tenant, user_id=user_id, query=query, k=k, filters=filters,
-        as_of=as_of, overrides=overrides,
+    """Memories, session summary and recent turns for `query`, inside `budget` tokens,
+    and the user's profile facts when asked. Without a session, no summary or turns.
+    The session's stored turns come through the retrieval's read pool, the profile
+    through `sessions`; both run as the tenant (row-level security)."""
+    searching = _search_and_profile(
+        retrieve(
+            retrieval, tenant=tenant, user_id=user_id, query=query, k=k, filters=filters,
+            as_of=as_of, overrides=overrides,
+        ),
+        _profile_facts(sessions, tenant=tenant, user_id=user_id) if include_profile else None,
     )  # fmt: skip
     if session_id is None:
-        hits, snapshot = await searching, BufferSnapshot(turns=[], total_tokens=0, summary=None)
+        hits, facts = await searching
+        snapshot = BufferSnapshot(turns=[], total_tokens=0, summary=None)
         recent: list[BufferedTurn] = []
     else:
-        snapshot, hits, stored = await asyncio.gather(
+        # The two reads first: they are sent before the query embeds (which may hold
+        # the loop), so their answers are in by the time the search is.
+        snapshot, stored, (hits, facts) = await asyncio.gather(
             buffer.read(tenant, user_id, session_id),
+            newest_stored_turns(
+                retrieval.reads, tenant=tenant, user_id=user_id, session_id=session_id
+            ),
             searching,
-            newest_stored_turns(sessions, tenant=tenant, user_id=user_id, session_id=session_id),
         )
         recent = merge_recent(snapshot, stored)
     resolved_budget = budget or retrieval.settings.context_token_budget
@@ -75,14 +124,16 @@ async def build_context(
         summary=snapshot.summary,
         recent=recent,
         budget=resolved_budget,
+        profile=facts,
         **extra,
     )
     return ContextResult(
         messages=context.messages,
-        data_block=render_data_block(context.memories, snapshot.summary),
+        data_block=render_data_block(context.memories, snapshot.summary, context.profile),
         memories=context.memories,
         summary=snapshot.summary,
         recent=context.recent,
         tokens=context.tokens,
         budget=resolved_budget,
+        profile=context.profile,
     )

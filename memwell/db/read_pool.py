@@ -5,12 +5,24 @@ pre-ping, the transaction's BEGIN, the tenant's `set_config`, the statement and 
 ROLLBACK on release, each a round trip of its own plus the ORM's bookkeeping (about
 0.9 ms of a 2.2 ms search measured in one process; more in the API, where the event
 loop also serves everything else). Here the role, the tenant setting and the statement
-go out together in pipeline mode, between the BEGIN and the ROLLBACK that bound the
-transaction, and come back in one round trip (the pool's check of the connection it
-hands out is the only other one).
+go out together in pipeline mode, between the BEGIN READ ONLY and the COMMIT that
+bound the transaction, and come back in one round trip.
+
+Why COMMIT and not ROLLBACK, when nothing is written: psycopg forgets every statement
+it prepared on a connection when it sees a ROLLBACK (the rollback could have undone
+objects they depend on), so each search parsed and planned its statement again, a
+millisecond for the retrieval statement. The transaction is READ ONLY, so its COMMIT
+can change nothing either.
+
+No check of the connection the pool hands out (an empty query, a round trip of its
+own before every search): a connection the server closed while it idled (a restart,
+an idle timeout) fails its pipeline instead, the pool's idle connections are checked
+then, and the statements run once more on a live one. They only read (the
+transaction is READ ONLY), so running them twice changes nothing.
 
 Row-level security still binds every statement: the transaction runs as `memwell_app`
-for this tenant (`memwell/db/tenancy.py`), and the rollback ends both settings.
+for this tenant (`memwell/db/tenancy.py`), and the end of the transaction ends both
+settings.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from psycopg import AsyncConnection, OperationalError
 from psycopg_pool import AsyncConnectionPool
 
 from memwell.db.driver import Row, fetch_vector_oid, libpq_url, vector_cursor
@@ -40,10 +53,7 @@ class TenantReadPool:
             min_size=1,
             max_size=max_size,
             open=False,
-            # A cheap check (one empty query) that drops connections a restart of the
-            # server closed, instead of failing the request that draws one.
-            check=AsyncConnectionPool.check_connection,
-            # Transactions are explicit below, so BEGIN and ROLLBACK join the pipeline.
+            # Transactions are explicit below, so BEGIN and COMMIT join the pipeline.
             kwargs={"autocommit": True},
             name="memwell-reads",
         )
@@ -59,20 +69,33 @@ class TenantReadPool:
         """Run `statements` in one transaction as `tenant`; the rows of the last one.
 
         Every statement but the last is a setting (its rows are discarded). The
-        transaction is always rolled back: nothing here writes.
+        transaction is READ ONLY: nothing here writes.
         """
         if not statements:
             raise ValueError("no statement to run")
         if self._pool.closed:  # a process that skipped `open` at startup (MCP, CLI)
             await self._pool.open(wait=True)
+        try:
+            return await self._fetch(tenant, statements)
+        except _ConnectionLost:
+            pass
+        # Every idle connection may be as dead as this one was (a server restart):
+        # replace those, then run once more; a second loss is the server's answer.
+        await self._pool.check()
+        try:
+            return await self._fetch(tenant, statements)
+        except _ConnectionLost as lost:
+            raise lost.error from None
+
+    async def _fetch(self, tenant: str, statements: Sequence[Statement]) -> list[Row]:
+        *settings, (sql, binds) = statements
         async with self._pool.connection() as conn:
-            if self._vector_oid is None:
-                self._vector_oid = await fetch_vector_oid(conn)
-            oid = self._vector_oid
-            *settings, (sql, binds) = statements
             try:
+                if self._vector_oid is None:
+                    self._vector_oid = await fetch_vector_oid(conn)
+                oid = self._vector_oid
                 async with conn.pipeline():
-                    await conn.execute("BEGIN")
+                    await conn.execute("BEGIN READ ONLY")
                     enter = {"role": TENANT_ROLE, "tenant": tenant}
                     await conn.execute(_ENTER, enter, prepare=True)
                     for setting, values in settings:
@@ -81,12 +104,31 @@ class TenantReadPool:
                     # hand back an earlier one's rows if those arrived first.
                     async with vector_cursor(conn, oid) as cursor:
                         await cursor.execute(sql, binds, prepare=True, binary=True)
-                        await conn.execute("ROLLBACK")
+                        await conn.execute("COMMIT")
                         return list(await cursor.fetchall())
-            except BaseException:
+            except BaseException as exc:
+                lost = _lost(conn, exc)
                 # After an error the server skipped the rest of the pipeline, PREPAREs
                 # included, so psycopg's record of what this connection has prepared
                 # may no longer match the server's (a later search once ran another
                 # statement under its name). The pool replaces a closed connection.
                 await conn.close()
+                if lost is not None:
+                    raise lost from exc
                 raise
+
+
+class _ConnectionLost(Exception):
+    """The connection died under the statements (never a statement's own error)."""
+
+    def __init__(self, error: OperationalError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _lost(conn: AsyncConnection[Any], exc: BaseException) -> _ConnectionLost | None:
+    # `broken`: closed by the other end or the network, not by us (and never by a
+    # statement's error or a cancellation, which leave the connection usable).
+    if isinstance(exc, OperationalError) and conn.broken:
+        return _ConnectionLost(exc)
+    return None

@@ -15,8 +15,16 @@ if TYPE_CHECKING:
     from memwell.core.settings import Settings
 
 
+def local_model_name(settings: Settings) -> str:
+    """The model name local mode records on stored rows (and searches by): int8 memories
+    are another name, so a switch of precision is a re-embed, never a silent mix."""
+    from memwell.embeddings.local_onnx import MODEL_NAME
+
+    return f"{MODEL_NAME}-int8" if settings.local_embedding_precision == "int8" else MODEL_NAME
+
+
 def _build_local(settings: Settings, for_queries: bool, threads: int | None) -> Embedder:
-    from memwell.embeddings.local_onnx import MODEL_NAME, OnnxMiniLMEmbedder
+    from memwell.embeddings.local_onnx import OnnxMiniLMEmbedder
     from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
 
     stored = settings.local_embedding_precision
@@ -28,8 +36,9 @@ def _build_local(settings: Settings, for_queries: bool, threads: int | None) -> 
         batch_size=settings.embedding_batch_size,
         # The stored rows' name, whatever weights embed the query: int8 weights are a
         # quantisation of the same model, so its query vectors search the fp32 rows.
-        model_name=f"{MODEL_NAME}-int8" if stored == "int8" else MODEL_NAME,
+        model_name=local_model_name(settings),
         spin=not for_queries,
+        precision=weights,
         # One query at a time: a second thread does not make batch 1 faster, and the
         # other core stays free for the event loop and the database.
         threads=1 if for_queries else threads,

@@ -37,6 +37,7 @@ from memwell.sdk.models import (
     TurnStatus,
     UserInfo,
     UserPage,
+    UserProfile,
 )
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "SessionPage",
     "UserInfo",
     "UserPage",
+    "UserProfile",
     "APIError",
     "AsyncMemoryClient",
     "ChatReply",

@@ -24,6 +24,10 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from memwell.sdk._transport import decode
 from memwell.sdk.models import (
     AddResult,
     ChatReply,
@@ -42,6 +46,7 @@ from memwell.sdk.models import (
     TurnStatus,
     UserInfo,
     UserPage,
+    UserProfile,
 )
 
 T = TypeVar("T")
@@ -55,6 +60,32 @@ class Call(Generic[T]):
     json: Any = None
     retryable: bool = False
     params: dict[str, Any] = field(default_factory=dict)
+    #: the answer straight from its bytes, when it has the usual shape (None: use `parse`)
+    parse_json: Callable[[bytes], T | None] | None = None
+
+    def parse_response(self, response: httpx.Response, request_id: str) -> T:
+        """The result of a success; the mapped APIError for anything else."""
+        if self.parse_json is not None and response.status_code < 400 and response.content:
+            parsed = self.parse_json(response.content)
+            if parsed is not None:
+                return parsed
+        return self.parse(decode(response, request_id))
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def from_json(model: type[M]) -> Callable[[bytes], M | None]:
+    """Validate the bytes as `model` in one step (JSON parsed by pydantic, not twice in
+    Python); None when they do not fit, so the lenient parser gets its say."""
+
+    def parse(content: bytes) -> M | None:
+        try:
+            return model.model_validate_json(content)
+        except ValidationError:
+            return None
+
+    return parse
 
 
 def _seg(value: str) -> str:
@@ -94,7 +125,9 @@ def prepare_turns(turns: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def chat(*, user_id: str, session_id: str, message: str) -> Call[ChatReply]:
     body = {"user_id": user_id, "session_id": session_id, "message": message}
-    return Call("POST", "/v1/chat", ChatReply.model_validate, json=body)
+    return Call(
+        "POST", "/v1/chat", ChatReply.model_validate, json=body, parse_json=from_json(ChatReply)
+    )
 
 
 def chat_stream(*, user_id: str, session_id: str, message: str) -> Call[None]:
@@ -121,14 +154,24 @@ def search(*, user_id: str, query: str, options: Mapping[str, Any]) -> Call[Sear
         extra = raw if isinstance(raw, dict) else {}
         return SearchResult.model_validate({**extra, "hits": hits})
 
-    return Call("POST", "/v1/memories/search", parse, json=body, retryable=True)
+    def parse_json(content: bytes) -> SearchResult | None:
+        # The usual shape only: a list under another key is for `parse`.
+        result = from_json(SearchResult)(content)
+        return result if result is not None and "hits" in result.model_fields_set else None
+
+    return Call(
+        "POST", "/v1/memories/search", parse, json=body, retryable=True, parse_json=parse_json
+    )
 
 
 def context(
     *, user_id: str, session_id: str | None, query: str, options: Mapping[str, Any]
 ) -> Call[ContextResult]:
     body = drop_none({"user_id": user_id, "session_id": session_id, "query": query, **options})
-    return Call("POST", "/v1/context", ContextResult.model_validate, json=body, retryable=True)
+    return Call(
+        "POST", "/v1/context", ContextResult.model_validate, json=body, retryable=True,
+        parse_json=from_json(ContextResult),
+    )  # fmt: skip
 
 
 def get_memory(memory_id: str) -> Call[Memory]:
@@ -235,3 +278,13 @@ def get_user(user_id: str) -> Call[UserInfo]:
         return UserInfo.model_validate(data)
 
     return Call("GET", f"/v1/users/{_seg(user_id)}", parse, retryable=True)
+
+
+def get_profile(
+    user_id: str, *, entities_limit: int | None, relations_limit: int | None
+) -> Call[UserProfile]:
+    params = _query({"entities_limit": entities_limit, "relations_limit": relations_limit})
+    return Call(
+        "GET", f"/v1/users/{_seg(user_id)}/profile", UserProfile.model_validate,
+        retryable=True, params=params,
+    )  # fmt: skip

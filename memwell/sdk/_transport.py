@@ -33,6 +33,40 @@ def default_headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
+#: paths whose absolute URL is kept (ids make the rest of them unbounded)
+MAX_KEPT_URLS = 256
+
+
+class Addressing:
+    """Where a call goes and which headers it adds, for one client.
+
+    A client the SDK makes carries the SDK's headers itself, and each call goes to an
+    absolute URL built once per path: httpx then merges neither base URL nor headers
+    per request (about a fifth of its time per call). A client the caller gives keeps
+    its own base URL and headers, which it may change: its calls take relative paths,
+    and the SDK's headers are added to each.
+    """
+
+    def __init__(
+        self, http: httpx.Client | httpx.AsyncClient, headers: dict[str, str], *, owned: bool
+    ) -> None:
+        self._http = http
+        self._owned = owned
+        #: what each request adds besides its X-Request-ID
+        self.headers = {} if owned else headers
+        self._urls: dict[str, httpx.URL] = {}
+
+    def url(self, path: str) -> httpx.URL | str:
+        if not self._owned:
+            return path
+        found = self._urls.get(path)
+        if found is None:
+            found = self._http.build_request("GET", path).url  # httpx's own merge
+            if len(self._urls) < MAX_KEPT_URLS:
+                self._urls[path] = found
+        return found
+
+
 def should_retry(exc: httpx.TransportError | None, status: int | None, *, retryable: bool) -> bool:
     """A connection that never opened is safe to retry for any call; anything after
     the request may have reached the server only for idempotent calls."""

@@ -26,6 +26,7 @@ from memwell.sdk._events import STREAM_HEADERS, EventReader
 from memwell.sdk._transport import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    Addressing,
     backoff_s,
     decode,
     default_headers,
@@ -52,6 +53,7 @@ from memwell.sdk.models import (
     TurnStatus,
     UserInfo,
     UserPage,
+    UserProfile,
 )
 
 T = TypeVar("T")
@@ -81,19 +83,23 @@ class AsyncMemoryClient:
     ) -> None:
         self.base_url = resolve_base_url(base_url)
         self.max_retries = max_retries
-        self._headers = default_headers(api_key)
+        headers = default_headers(api_key)
         self._owns_http = http_client is None
-        self._http = http_client or httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+        self._http = http_client or httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout, headers=headers
+        )
+        self._to = Addressing(self._http, headers, owned=self._owns_http)
 
     # --- plumbing ---------------------------------------------------------------------
     async def _run(self, call: _ops.Call[T]) -> T:
         request_id = _ops.new_turn_id()  # one id for every attempt of this call
-        headers = {**self._headers, "X-Request-ID": request_id}
+        headers = {**self._to.headers, "X-Request-ID": request_id}
+        url = self._to.url(call.path)
         attempt = 0
         while True:
             try:
                 response = await self._http.request(
-                    call.method, call.path, json=call.json, params=call.params, headers=headers
+                    call.method, url, json=call.json, params=call.params or None, headers=headers
                 )
             except httpx.TransportError as exc:
                 if attempt < self.max_retries and should_retry(exc, None, retryable=call.retryable):
@@ -107,7 +113,7 @@ class AsyncMemoryClient:
                 await asyncio.sleep(backoff_s(attempt, response))
                 attempt += 1
                 continue
-            return call.parse(decode(response, request_id))
+            return call.parse_response(response, request_id)
 
     async def aclose(self) -> None:
         if self._owns_http:
@@ -139,10 +145,10 @@ class AsyncMemoryClient:
         remembered. Not retried once sent; stopping early remembers what was produced."""
         call = _ops.chat_stream(user_id=user_id, session_id=session_id, message=message)
         request_id = _ops.new_turn_id()
-        headers = {**self._headers, **STREAM_HEADERS, "X-Request-ID": request_id}
+        headers = {**self._to.headers, **STREAM_HEADERS, "X-Request-ID": request_id}
         try:
             async with self._http.stream(
-                call.method, call.path, json=call.json, headers=headers
+                call.method, self._to.url(call.path), json=call.json, headers=headers
             ) as response:
                 if response.status_code >= 400:
                     await response.aread()
@@ -328,6 +334,22 @@ class AsyncMemoryClient:
     async def get_user(self, user_id: str) -> UserInfo:
         """One user's counts by kind, pending turns and last consolidation."""
         return await self._run(_ops.get_user(user_id))
+
+    async def get_profile(
+        self,
+        user_id: str,
+        *,
+        entities_limit: int | None = None,
+        relations_limit: int | None = None,
+    ) -> UserProfile:
+        """The user's current single-valued facts (lives_in, works_at, ...) by entity,
+        and their most mentioned entities with current relations; superseded values
+        are left out."""
+        return await self._run(
+            _ops.get_profile(
+                user_id, entities_limit=entities_limit, relations_limit=relations_limit
+            )
+        )
 
     async def ready(self) -> bool:
         """True when the API and its database and broker answer."""

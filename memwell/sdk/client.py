@@ -29,6 +29,7 @@ from memwell.sdk._events import STREAM_HEADERS, EventReader
 from memwell.sdk._transport import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT_S,
+    Addressing,
     backoff_s,
     decode,
     default_headers,
@@ -55,6 +56,7 @@ from memwell.sdk.models import (
     TurnStatus,
     UserInfo,
     UserPage,
+    UserProfile,
 )
 
 T = TypeVar("T")
@@ -84,19 +86,23 @@ class MemoryClient:
     ) -> None:
         self.base_url = resolve_base_url(base_url)
         self.max_retries = max_retries
-        self._headers = default_headers(api_key)
+        headers = default_headers(api_key)
         self._owns_http = http_client is None
-        self._http = http_client or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._http = http_client or httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers=headers
+        )
+        self._to = Addressing(self._http, headers, owned=self._owns_http)
 
     # --- plumbing ---------------------------------------------------------------------
     def _run(self, call: _ops.Call[T]) -> T:
         request_id = _ops.new_turn_id()  # one id for every attempt of this call
-        headers = {**self._headers, "X-Request-ID": request_id}
+        headers = {**self._to.headers, "X-Request-ID": request_id}
+        url = self._to.url(call.path)
         attempt = 0
         while True:
             try:
                 response = self._http.request(
-                    call.method, call.path, json=call.json, params=call.params, headers=headers
+                    call.method, url, json=call.json, params=call.params or None, headers=headers
                 )
             except httpx.TransportError as exc:
                 if attempt < self.max_retries and should_retry(exc, None, retryable=call.retryable):
@@ -110,7 +116,7 @@ class MemoryClient:
                 time.sleep(backoff_s(attempt, response))
                 attempt += 1
                 continue
-            return call.parse(decode(response, request_id))
+            return call.parse_response(response, request_id)
 
     def close(self) -> None:
         if self._owns_http:
@@ -142,10 +148,10 @@ class MemoryClient:
         remembered. Not retried once sent; stopping early remembers what was produced."""
         call = _ops.chat_stream(user_id=user_id, session_id=session_id, message=message)
         request_id = _ops.new_turn_id()
-        headers = {**self._headers, **STREAM_HEADERS, "X-Request-ID": request_id}
+        headers = {**self._to.headers, **STREAM_HEADERS, "X-Request-ID": request_id}
         try:
             with self._http.stream(
-                call.method, call.path, json=call.json, headers=headers
+                call.method, self._to.url(call.path), json=call.json, headers=headers
             ) as response:
                 if response.status_code >= 400:
                     response.read()
@@ -330,6 +336,22 @@ class MemoryClient:
     def get_user(self, user_id: str) -> UserInfo:
         """One user's counts by kind, pending turns and last consolidation."""
         return self._run(_ops.get_user(user_id))
+
+    def get_profile(
+        self,
+        user_id: str,
+        *,
+        entities_limit: int | None = None,
+        relations_limit: int | None = None,
+    ) -> UserProfile:
+        """The user's current single-valued facts (lives_in, works_at, ...) by entity,
+        and their most mentioned entities with current relations; superseded values
+        are left out."""
+        return self._run(
+            _ops.get_profile(
+                user_id, entities_limit=entities_limit, relations_limit=relations_limit
+            )
+        )
 
     def ready(self) -> bool:
         """True when the API and its database and broker answer."""

@@ -81,6 +81,9 @@ class ContextResult(_Result):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     text: str | None = None
     tokens: int | None = None
+    profile: list[str] = Field(
+        default_factory=list, description="The profile facts kept (with include_profile)."
+    )
 
 
 class Memory(_Result):
@@ -171,6 +174,51 @@ class UserInfo(_Result):
 class UserPage(_Result):
     users: list[UserInfo] = Field(default_factory=list)
     next_cursor: str | None = None
+
+
+class ProfileValue(_Result):
+    """A current value (another entity's name, or a literal) and where it came from."""
+
+    relation_id: str
+    value: str
+    value_entity_id: str | None = None
+    memory_id: str | None = None
+    source_turn_ids: list[str] = Field(default_factory=list)
+    valid_from: datetime | None = None
+
+
+class ProfileFacts(_Result):
+    """One entity's current single-valued facts, keyed by relation (lives_in, ...)."""
+
+    entity_id: str
+    name: str
+    kind: str | None = None
+    slots: dict[str, ProfileValue] = Field(default_factory=dict)
+
+
+class ProfileRelation(ProfileValue):
+    """An entity's current edge: `out` when it is the subject, `in` when the object."""
+
+    relation: str
+    direction: str
+    single_valued: bool = False
+
+
+class ProfileEntity(_Result):
+    entity_id: str
+    name: str
+    kind: str | None = None
+    mention_count: int = 0
+    last_seen_at: datetime | None = None
+    relations: list[ProfileRelation] = Field(default_factory=list)
+
+
+class UserProfile(_Result):
+    """What the user's entity memory holds now: facts by entity and the top entities."""
+
+    user_id: str
+    facts: list[ProfileFacts] = Field(default_factory=list)
+    entities: list[ProfileEntity] = Field(default_factory=list)
 
 
 class Receipt(_Result):

@@ -91,6 +91,21 @@ def test_batch_equals_one_by_one(embedder: OnnxMiniLMEmbedder) -> None:
     np.testing.assert_allclose(batch, singles, atol=1e-4)
 
 
+def test_repeated_texts_embed_once_and_keep_their_places(embedder: OnnxMiniLMEmbedder) -> None:
+    texts = ["ok", TEXTS[0], "ok", TEXTS[1], TEXTS[0], "ok"]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (len(texts), 384)
+    singles = {t: embedder.embed([t])[0] for t in set(texts)}
+    for text, vector in zip(texts, vectors, strict=True):
+        np.testing.assert_allclose(vector, singles[text], atol=1e-4)
+
+
+def test_execution_settings_are_described(embedder: OnnxMiniLMEmbedder) -> None:
+    run = embedder.execution
+    assert (run.precision, run.batch_size, run.inter_op_threads) == ("fp32", 4, 1)
+    assert "sequence cap 256 tokens" in run.describe()
+
+
 def test_paraphrase_beats_unrelated(embedder: OnnxMiniLMEmbedder) -> None:
     a, b, c = embedder.embed(
         ["I live in Berlin.", "My home is in Berlin.", "The stock market fell sharply today."]
