@@ -1,13 +1,15 @@
 """Query embeddings of concurrent requests, computed together in one model call.
 
-A model call has a fixed cost besides its texts (the session run, the thread hand-off,
-the padding to a batch), so under load the queries of many requests embed in one
-batch for far less CPU each. The batching is "natural": nothing waits on purpose.
+A model call has a fixed cost besides its texts (the session run, the thread
+hand-off), so under load the queries of many requests embed together for less CPU
+each: 32 chat messages took 1.94 ms of CPU each, against 2.29 one by one (int8 MiniLM,
+one thread). The batching is "natural": nothing waits on purpose.
 A request whose query is not cached joins a queue; one worker thread takes everything
-queued (up to `max_batch`), embeds it in one call and answers each caller; requests
-that arrive meanwhile form the next batch. A lone request with a local model (the
-caller says `inline`) embeds at once on its own thread, as if there were no batcher:
-the hand-off to another core costs more than it saves when there is nothing to share.
+queued (up to `max_batch`), embeds it, one call per run of texts of similar length,
+and answers each caller; requests that arrive meanwhile form the next batch. A lone
+request with a local model (the caller says `inline`) embeds at once on its own
+thread, as if there were no batcher: the hand-off to another core costs more than it
+saves when there is nothing to share.
 
 `window_s` (0 by default) makes the worker wait that long for a fuller first batch
 after an idle spell: more sharing, at up to that much latency for the first query.
@@ -27,6 +29,13 @@ from memwell.embeddings.cache import CachedQueryEmbedder
 
 if TYPE_CHECKING:
     from memwell.core.settings import Settings
+
+
+#: A model call pads every text to its longest, and padding costs more than a call:
+#: 32 LoCoMo questions took 1.86 ms of CPU each in one call, 1.58 in runs of lengths
+#: within 1.3x of each other, 1.66 one by one (chat messages of even length: 1.96, 1.94,
+#: 2.29). Characters stand in for tokens.
+LENGTH_SPREAD = 1.3
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,7 @@ class QueryBatcher:
         #: a drain is scheduled or running on the worker thread
         self._draining = False
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="query-batch")
-        #: model calls made by the worker, and the queries they embedded (not inline ones)
+        #: model calls made by the worker, and the texts they embedded (not inline ones)
         self.batches = 0
         self.batched = 0
 
@@ -104,18 +113,34 @@ class QueryBatcher:
                 self._embed(live)
 
     def _embed(self, batch: list[_Waiting]) -> None:
-        texts = list(dict.fromkeys(w.text for w in batch))  # one row per distinct text
-        try:
-            vectors = self.queries.embed_missing(texts)
-        except Exception as exc:  # every caller of the batch gets the model's error
-            for w in batch:
-                w.future.set_exception(exc)
-            return
-        self.batches += 1
-        self.batched += len(texts)
-        by_text = dict(zip(texts, vectors, strict=True))
+        waiting: dict[str, list[_Waiting]] = {}  # one row per distinct text
         for w in batch:
-            w.future.set_result(by_text[w.text])
+            waiting.setdefault(w.text, []).append(w)
+        for texts in _similar_lengths(list(waiting)):
+            try:
+                vectors = self.queries.embed_missing(texts)
+            except Exception as exc:  # every caller of the call gets the model's error
+                for text in texts:
+                    for w in waiting[text]:
+                        w.future.set_exception(exc)
+                continue
+            self.batches += 1
+            self.batched += len(texts)
+            for text, vector in zip(texts, vectors, strict=True):
+                for w in waiting[text]:
+                    w.future.set_result(vector)
+
+
+def _similar_lengths(texts: list[str]) -> list[list[str]]:
+    """`texts` by length, in runs whose longest is at most LENGTH_SPREAD times the
+    shortest: one model call per run."""
+    runs: list[list[str]] = []
+    for text in sorted(texts, key=len):
+        if runs and len(text) <= LENGTH_SPREAD * max(1, len(runs[-1][0])):
+            runs[-1].append(text)
+        else:
+            runs.append([text])
+    return runs
 
 
 def build_query_batcher(queries: CachedQueryEmbedder, settings: Settings) -> QueryBatcher | None:

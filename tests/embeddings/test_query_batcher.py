@@ -108,25 +108,45 @@ async def _a_batch_holds_at_most_max_batch_and_each_text_once() -> None:
         np.testing.assert_array_equal(vector, vector_of(text))
 
 
-def test_the_model_error_reaches_every_caller_of_its_batch_only() -> None:
-    asyncio.run(_the_model_error_reaches_every_caller_of_its_batch_only())
+def test_the_model_error_reaches_every_caller_of_its_call_only() -> None:
+    asyncio.run(_the_model_error_reaches_every_caller_of_its_call_only())
 
 
-async def _the_model_error_reaches_every_caller_of_its_batch_only() -> None:
-    model = GatedModel(fail_on="poison")
+async def _the_model_error_reaches_every_caller_of_its_call_only() -> None:
+    model = GatedModel(fail_on="bad 1")
     batcher = _batcher(model, max_batch=3)
-    rest = ["ok 1", "poison", "ok 2", "ok 3"]
+    rest = ["ok 1", "bad 1", "ok 2", "ok 3"]
     tasks = await _queued_behind_a_running_call(batcher, model, "first", rest)
     model.release.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
 
-    assert model.calls == [["first"], ["ok 1", "poison", "ok 2"], ["ok 3"]]
+    assert model.calls == [["first"], ["ok 1", "ok 2", "bad 1"], ["ok 3"]]  # by length
     np.testing.assert_array_equal(results[0], vector_of("first"))
     for failed in results[1:4]:
-        assert isinstance(failed, EmbeddingError) and "poison" in str(failed)
+        assert isinstance(failed, EmbeddingError) and "bad 1" in str(failed)
     np.testing.assert_array_equal(results[4], vector_of("ok 3"))
     # The batcher goes on after a failure.
     np.testing.assert_array_equal(await batcher.embed_query("later"), vector_of("later"))
+
+
+def test_texts_of_unlike_lengths_embed_in_separate_calls() -> None:
+    asyncio.run(_texts_of_unlike_lengths_embed_in_separate_calls())
+
+
+async def _texts_of_unlike_lengths_embed_in_separate_calls() -> None:
+    # Each call pads its texts to the longest: short ones go apart from long ones.
+    model = GatedModel(fail_on="x" * 40)
+    batcher = _batcher(model)
+    rest = ["x" * 40, "y" * 10, "z" * 36, "w" * 12]
+    tasks = await _queued_behind_a_running_call(batcher, model, "first", rest)
+    model.release.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+
+    assert model.calls == [["first"], ["y" * 10, "w" * 12], ["z" * 36, "x" * 40]]
+    np.testing.assert_array_equal(results[2], vector_of("y" * 10))
+    np.testing.assert_array_equal(results[4], vector_of("w" * 12))
+    # A failed call fails its own callers only.
+    assert isinstance(results[1], EmbeddingError) and isinstance(results[3], EmbeddingError)
 
 
 def test_a_lone_inline_query_runs_at_once_on_its_own_thread() -> None:
