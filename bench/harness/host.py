@@ -69,8 +69,9 @@ def describe_onnx(settings: Settings | None = None, *, worker_processes: int = 2
         f"onnxruntime {ort.__version__} CPU; memories {s.local_embedding_precision} "
         f"(worker: {worker_processes} process(es) x {threads} intra-op thread(s), batch "
         f"{s.embedding_batch_size}); queries {s.local_query_precision} (API: 1 intra-op "
-        f"thread, batch 1); inter-op 1; graph optimisation ORT_ENABLE_ALL at load; "
-        f"sequence cap {MAX_LENGTH} tokens, padding to each chunk's longest text"
+        f"thread, batch 1 alone, up to {s.query_batch_size} under load); inter-op 1; graph "
+        f"optimisation ORT_ENABLE_ALL at load; sequence cap {MAX_LENGTH} tokens, padding "
+        "to each chunk's longest text"
     )
 
 
