@@ -106,13 +106,12 @@ def default_workers(cores: int | None = None) -> int:
     """API processes when neither `--workers` nor MEMWELL_API_WORKERS says: one per two
     cores of this process's CPU set.
 
-    Under load one process's event loop is not what limits it: on 2 cores, at 133
-    chats/s, its loop thread used 0.58 of a core and its query-embedding thread 0.33;
-    Postgres, Valkey and the clients had the rest. A second process on those 2 cores
-    served 124 chats/s at p95 905 ms against 133 at 541 ms: keep-alive connections stay
-    with the process that accepted them, and two processes split them unevenly. (With
-    other work competing for the same cores, two got 10-25% more chats through, at the
-    same worse p95.) README, "API processes".
+    On 2 cores at 50 clients, one process served 171-173 chats/s at p95 401-426 ms (its
+    loop thread at 0.58 of a core, its query-embedding thread at 0.39); two served
+    179-198 at p95 524-635 ms (and in an earlier run 124 against 133): about as many
+    chats, a worse p95 (keep-alive connections stay with the process that accepted
+    them, and two processes split them unevenly), twice the model in memory. README,
+    "API processes".
     """
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
