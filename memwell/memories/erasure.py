@@ -156,33 +156,20 @@ def _count(session: Session | Connection, stmt: Any) -> int:
     return len(session.execute(stmt).all())
 
 
+# What refers to an entity goes before the entities themselves.
+_ENTITY_TABLES = (EntityRelation, MemoryEntity, EntityAlias, Entity)
+
+
 def _erase_entities(session: Session, *, tenant: str, user_id: str) -> dict[str, int]:
     """The user's entity memory: relations, memory links, aliases, then the entities."""
     return {
-        "entity_relations": _count(
+        table.__tablename__: _count(
             session,
-            delete(EntityRelation)
-            .where(EntityRelation.tenant == tenant, EntityRelation.user_id == user_id)
-            .returning(EntityRelation.id),
-        ),
-        "memory_entities": _count(
-            session,
-            delete(MemoryEntity)
-            .where(MemoryEntity.tenant == tenant, MemoryEntity.user_id == user_id)
-            .returning(MemoryEntity.memory_id),
-        ),
-        "entity_aliases": _count(
-            session,
-            delete(EntityAlias)
-            .where(EntityAlias.tenant == tenant, EntityAlias.user_id == user_id)
-            .returning(EntityAlias.alias),
-        ),
-        "entities": _count(
-            session,
-            delete(Entity)
-            .where(Entity.tenant == tenant, Entity.user_id == user_id)
-            .returning(Entity.id),
-        ),
+            delete(table)
+            .where(table.tenant == tenant, table.user_id == user_id)
+            .returning(table.tenant),
+        )
+        for table in _ENTITY_TABLES
     }
 
 
