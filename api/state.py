@@ -123,7 +123,12 @@ def build_state(settings: Settings) -> AppState:
         summarize=partial(_summarize, redis_url),
     )
     limiter = (
-        RateLimiter(client, rate_per_s=settings.rate_limit_per_s, burst=settings.rate_limit_burst)
+        RateLimiter(
+            client,
+            rate_per_s=settings.rate_limit_per_s,
+            burst=settings.rate_limit_burst,
+            lease_s=settings.rate_limit_lease_s,
+        )
         if settings.rate_limit_per_s > 0
         else None
     )

@@ -197,4 +197,5 @@ async def patch_memory(
         return await update_memory(
             session, tenant=tenant, memory_id=memory_id, patch=body, embedder=state.documents,
             merge_threshold=state.settings.merge_threshold,
+            entities=state.settings.entities_enabled,
         )  # fmt: skip

@@ -203,4 +203,5 @@ async def update_memory(
         return await edit_memory(
             session, tenant=deps.tenant, memory_id=key, patch=patch, embedder=deps.documents,
             merge_threshold=deps.settings.merge_threshold, user_id=user_id,
+            entities=deps.settings.entities_enabled,
         )  # fmt: skip

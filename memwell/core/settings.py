@@ -605,6 +605,16 @@ class Settings(BaseSettings):
         description="Token-bucket refill rate per API key (requests/s); 0 turns it off.",
     )
     rate_limit_burst: int = Field(default=100, ge=1, validation_alias="MEMWELL_RATE_LIMIT_BURST")
+    rate_limit_lease_s: float = Field(
+        default=0.25,
+        ge=0,
+        le=5,
+        validation_alias="MEMWELL_RATE_LIMIT_LEASE_S",
+        description="A busy key's API process takes up to this long's worth of its "
+        "tokens (at most 64) in one Redis round trip and spends them locally, so most of "
+        "its requests skip the trip; unspent tokens go back. The limit still holds "
+        "across processes. 0: every request asks Redis.",
+    )
     max_body_bytes: int = Field(
         default=8 * 1024 * 1024,
         ge=1024,

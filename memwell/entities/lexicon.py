@@ -200,3 +200,14 @@ VOCABULARY: Final = frozenset(
     )
     for form in _forms(word)
 )  # fmt: skip
+
+#: words a question names a whole class of things by -> the class's members
+CLASS_MEMBERS: Final = {
+    **dict.fromkeys(
+        ("activity", "activities", "hobby", "hobbies", "sport", "sports", "pastime", "pastimes"),
+        ACTIVITIES,
+    ),
+    **dict.fromkeys(("pet", "pets", "animal", "animals"), PETS),
+    **dict.fromkeys(("instrument", "instruments"), INSTRUMENTS),
+    **dict.fromkeys(("event", "events"), EVENTS),
+}

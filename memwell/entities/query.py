@@ -28,7 +28,12 @@ _QUERY_WORDS: Final = re.compile(r"[a-z]+")
 
 def query_keys(text: str) -> list[str]:
     """Entity keys a search query may name, recall first: every capitalised span (and
-    its words), owned relatives and pets ("caroline's sister"), lexicon nouns."""
+    its words), owned relatives and pets ("caroline's sister"), lexicon nouns, and for
+    a class word ("hobbies", "pets", "instruments") every lexicon member of the class:
+    a question about a user's hobbies is answered by the memories naming one.
+
+    Names come first, so a cap on the number of keys drops class members, never names.
+    """
     text = text.replace("\u2019", "'")
     keys: dict[str, None] = {}
     for m in _QUERY_NAMES.finditer(text):
@@ -53,5 +58,8 @@ def query_keys(text: str) -> list[str]:
             keys[f"{a} {b}"] = None
         elif lx.noun_kind(a) is not None:
             keys[normalize(a)] = None
+    for word in lowered:
+        for member in sorted(lx.CLASS_MEMBERS.get(word, ())):
+            keys[member] = None
     keys.pop("", None)
     return list(keys)

@@ -22,6 +22,9 @@ from memwell.core.errors import Conflict, InvalidInput, NotFound
 from memwell.core.text import content_hash
 from memwell.db.models import Memory, MemoryEvent
 from memwell.embeddings.base import Embedder
+from memwell.entities.extract import extract
+from memwell.entities.restate import restate_entities
+from memwell.entities.store import EntitySource
 from memwell.intake.turns import AwareInstant, Content, Metadata
 from memwell.memories.add import MemoryKind
 from memwell.memories.record import MemoryRecord
@@ -125,9 +128,11 @@ async def update_memory(
     embedder: Embedder | None,
     merge_threshold: float,
     user_id: str | None = None,
+    entities: bool = True,
 ) -> EditResult:
     """Apply the patch to one live memory of the tenant (the caller commits). With
-    `user_id` (a caller acting for one user, such as an agent), it must be theirs."""
+    `user_id` (a caller acting for one user, such as an agent), it must be theirs.
+    With `entities`, a new text's entities and relations replace the old text's."""
     changes = {k: getattr(patch, k) for k in patch.model_fields_set}
     if not changes:
         raise InvalidInput(
@@ -159,6 +164,8 @@ async def update_memory(
         collisions = await _collisions(
             session, memory, vector, embedder.model_name, merge_threshold
         )
+    if vector is not None and entities:
+        await session.run_sync(restate_entities, _entity_source(memory))
     await session.execute(
         insert(MemoryEvent).values(
             tenant=tenant, user_id=memory.user_id, memory_id=memory.id, event="update",
@@ -169,6 +176,17 @@ async def update_memory(
     await session.flush()
     await session.refresh(memory)
     return EditResult(**MemoryRecord.of(memory).model_dump(), collisions=collisions)
+
+
+def _entity_source(memory: Memory) -> EntitySource:
+    return EntitySource(
+        tenant=memory.tenant,
+        user_id=memory.user_id,
+        memory_id=memory.id,
+        event_time=memory.valid_from or memory.created_at,
+        source_turn_ids=list(memory.source_turn_ids),
+        extraction=extract(memory.content),
+    )
 
 
 async def _reembed(

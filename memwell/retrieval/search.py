@@ -47,8 +47,9 @@ K_MAX = 100
 # The ANN path reads at most this many full-text matches per query term for each
 # candidate it keeps (see retrieval_sql._ANN_IDS).
 ANN_TERM_CAP_PER_CANDIDATE = 5
-# A query names a handful of entities; a pasted document is not looked up name by name.
-ENTITY_KEYS_MAX = 16
+# A query names a handful of entities, or a class word standing for its few dozen
+# members; a pasted document is not looked up name by name.
+ENTITY_KEYS_MAX = 96
 
 
 @dataclass(frozen=True)

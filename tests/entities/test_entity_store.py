@@ -4,11 +4,13 @@ entities, aliases, links and relations are read back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine, create_engine, pool, select
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, delete, pool, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.settings import Settings
@@ -242,3 +244,38 @@ def test_an_earlier_value_told_late_is_history_and_a_summary_changes_no_relation
         )
     assert [r.id for r in _relations(db, ids, "lives_in") if r.superseded_by is None] == [lisbon.id]
     assert "madrid" in _entities(db, ids)  # its entities are linked all the same
+
+
+def test_an_edited_memory_states_its_new_text_and_counts_follow_deleted_links(
+    db: sessionmaker[Session],
+    embedder: Embedder,
+    ids: dict[str, str],
+    api: TestClient,
+    make_key: Callable[..., dict[str, str]],
+) -> None:
+    _store(db, embedder, ids, ["Ada lives in Berlin.", "Ada went hiking with Tom."])
+    _store(db, embedder, ids, ["Ada moved to Lisbon in October."], first_day=10)
+    with db() as session:
+        moved = session.scalars(
+            select(Memory.id).where(Memory.tenant == ids["tenant"], Memory.content.like("%Lisbon%"))
+        ).one()
+    edited = api.patch(
+        f"/v1/memories/{moved}",
+        json={"content": "Ada adopted a dog named Rex."},
+        headers=make_key(ids["tenant"], ("write",)),
+    )
+    assert edited.status_code == 200, edited.text
+    entities = _entities(db, ids)
+    # The retracted move gives the slot back to the value it had replaced.
+    (berlin,) = _relations(db, ids, "lives_in")
+    assert berlin.object_id == entities["berlin"].id
+    assert (berlin.superseded_by, berlin.valid_to) == (None, None)
+    assert entities["lisbon"].mention_count == 0
+    assert entities["rex"].mention_count == 1
+    assert entities["ada"].mention_count == 3
+    with db.begin() as session:  # a hard delete (prune, a session's deletion) cascades
+        session.execute(
+            delete(Memory).where(Memory.tenant == ids["tenant"], Memory.content.like("%Tom%"))
+        )
+    counts = {k: e.mention_count for k, e in _entities(db, ids).items()}
+    assert (counts["tom"], counts["ada"], counts["berlin"]) == (0, 2, 1)

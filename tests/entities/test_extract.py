@@ -107,3 +107,11 @@ def test_query_keys_name_people_relatives_and_things() -> None:
 def test_query_keys_of_queries_without_words_are_empty() -> None:
     for query in ("", "0", "?!", '"x'):
         assert query_keys(query) == []
+
+
+def test_query_keys_expand_a_class_word_to_its_members_after_the_names() -> None:
+    keys = query_keys("What instruments does Tim play?")
+    assert keys[0] == "tim"
+    assert {"violin", "piano", "guitar"} <= set(keys)
+    assert "pottery" not in keys
+    assert {"pottery", "camping"} <= set(query_keys("What are Joanna's hobbies?"))
