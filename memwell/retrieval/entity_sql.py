@@ -16,8 +16,8 @@ query names at least one entity (memwell/entities/query.py `query_keys`).
         x its own, so only a rare entity's rare neighbours count
     em  the memories linked to any of them, with `entity_match` = the sum of their
         weights, at most 1 (a memory naming two of the query's entities says more)
-    q   the query vector and its words as an OR-tsquery, without the words that name
-        an entity under the minimum weight (see QUERY_TEXT)
+    q   (in sql.py) the query vector and its words, without the words that name an
+        entity under the minimum weight (COMMON_NAMES_LEFT_OUT)
 
 Rarity is BM25's idf over the user's memories, scaled to 0..1 by its largest value
 (an entity named in one memory):
@@ -124,28 +124,13 @@ ANN_LINKED = """
       (SELECT em.id FROM em ORDER BY em.entity_match DESC, em.id LIMIT :ent_cap)"""
 
 
-# A lexeme as tsquery input: in quotes, its quotes and backslashes escaped (chr(39) is
-# the quote, chr(92) the backslash).
-_QUOTED_LEXEME: Final = (
-    "chr(39) || replace(replace(l.word, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39))"
-    " || chr(39)"
-)
-
-# The query's words, as an OR-tsquery, without those naming an entity too common to
-# say anything (the speakers of a conversation matched every memory's text, and short
-# memories like "That's great, Melanie!" then ranked first).
-QUERY_TEXT = """
-    q AS MATERIALIZED (
-      SELECT CAST(:query AS vector) AS v,
-             CASE WHEN NOT EXISTS (SELECT 1 FROM qw WHERE qw.w < {min_w})
-                  THEN {plain}
-                  ELSE (SELECT CAST(string_agg({quoted}, ' | ') AS tsquery)
-                        FROM unnest(tsvector_to_array(to_tsvector('english', :qtext))) l(word)
-                        WHERE l.word <> ALL(ARRAY(
-                          SELECT unnest(tsvector_to_array(to_tsvector('english', qw.named)))
-                          FROM qw WHERE qw.w < {min_w})))
-             END AS tsq
-    )"""
+# The query's words that name an entity too common to say anything are left out of its
+# text query (the speakers of a conversation matched every memory's text, and short
+# memories like "That's great, Melanie!" then ranked first): a filter on the words `l`.
+COMMON_NAMES_LEFT_OUT = f"""
+                  WHERE l.word <> ALL(ARRAY(
+                    SELECT unnest(tsvector_to_array(to_tsvector('english', qw.named)))
+                    FROM qw WHERE qw.w < {_MIN_W}))"""
 
 
 def entity_ctes(*, historical: bool, ann: bool) -> str:
@@ -156,9 +141,3 @@ def entity_ctes(*, historical: bool, ann: bool) -> str:
         min_w=_MIN_W,
         current=_RELATION_AS_OF if historical else _RELATION_CURRENT,
     )
-
-
-def query_text_cte(plain: str) -> str:
-    """`q` of the entity shape: the query vector and its words minus common names;
-    `plain` is the tsquery of every word, when no name is common."""
-    return QUERY_TEXT.format(min_w=_MIN_W, quoted=_QUOTED_LEXEME, plain=plain)

@@ -8,14 +8,17 @@ formatted into the text.
 
 Shape (one statement, no re-ranking in Python):
 
-    q   the query vector and an OR-tsquery of the query's words
-    c   candidates with their raw parts: cosine similarity, text rank, recency
-        - exact: every visible row of the user (the btree on tenant, user_id)
-        - ann:   the user's partial HNSW index (top `ann_k`) UNION the user's best
-                 full-text matches (the user's partial GIN index, capped per query
-                 term), then the same visibility checks
-    r   rank positions and the normalised text rank, via window functions
-    f   the fused relevance, then the weighted score, top k
+    q     the query vector, the query's words (each a tsquery) and their OR
+    cand  candidates with their raw parts: cosine similarity, recency, and for a text
+          match its words
+          - exact: every visible row of the user (the btree on tenant, user_id)
+          - ann:   the user's partial HNSW index (top `ann_k`) UNION the user's best
+                   full-text matches (the user's partial GIN index, capped per query
+                   term), then the same visibility checks
+    hit, bm, idf, matched, c
+          the text score, BM25 over the candidates (_TEXT)
+    r     rank positions and the normalised text rank, via window functions
+    top   the fused relevance, then the weighted score, top k
 
 When the query names entities, CTEs before `q` (memwell/retrieval/entity_sql.py) find
 the memories linked to them or to their neighbours, and `q` leaves the names of common
@@ -32,7 +35,7 @@ from functools import lru_cache
 from typing import Literal
 
 from memwell.db.driver import pyformat
-from memwell.retrieval.entity_sql import ANN_LINKED, entity_ctes, query_text_cte
+from memwell.retrieval.entity_sql import ANN_LINKED, COMMON_NAMES_LEFT_OUT, entity_ctes
 
 Fusion = Literal["rrf", "score", "vector"]
 
@@ -70,24 +73,41 @@ _FILTERS = {
     "exclude_ids": "\n      AND m.id <> ALL(CAST(:exclude_ids AS uuid[]))",
 }
 
-# A question rarely contains every word of the memory that answers it: OR the
-# words (plainto_tsquery ANDs them), so any shared stem counts, weighted by ts_rank.
-_TSQ = """CASE WHEN numnode(plainto_tsquery('english', :qtext)) = 0 THEN NULL
-                  ELSE replace(plainto_tsquery('english', :qtext)::text, ' & ', ' | ')::tsquery
-             END"""
-_Q = f"""
+# A lexeme as tsquery input: in quotes, its quotes and backslashes escaped (chr(39) is
+# the quote, chr(92) the backslash).
+_QUOTED_LEXEME = (
+    "chr(39) || replace(replace(l.word, chr(92), chr(92) || chr(92)), chr(39), chr(39) || chr(39))"
+    " || chr(39)"
+)
+
+# The query's words as lexemes, each its own tsquery (for its rarity, below), and their
+# OR: a question rarely contains every word of the memory that answers it, so any
+# shared stem makes a text match (plainto_tsquery would AND them).
+_Q = """
     q AS MATERIALIZED (
-      SELECT CAST(:query AS vector) AS v,
-             {_TSQ} AS tsq
+      SELECT CAST(:query AS vector) AS v, coalesce(w.terms, '{{}}') AS terms,
+             CAST(array_to_string(w.quoted, ' | ') AS tsquery) AS tsq
+      FROM (SELECT array_agg(CAST(x.quoted AS tsquery) ORDER BY x.quoted) AS terms,
+                   array_agg(x.quoted ORDER BY x.quoted) AS quoted
+            FROM (SELECT {quoted} AS quoted
+                  FROM unnest(tsvector_to_array(to_tsvector('english', :qtext))) l(word)
+                  {where}) x) w
     )"""
+
+# BM25's saturation and length normalisation, at the textbook values: a word matched
+# weighs its rarity, and a long memory does not win by containing more words.
+TEXT_K1 = 1.2
+TEXT_B = 0.75
 
 # Only narrow numeric columns travel through the ranking; the text and provenance are
 # joined back for the top k alone (wide rows made the window functions 10x slower).
+# A text match keeps its words (`fts`, NULL for the others) for the per-word scoring;
+# `dl` is a memory's length in distinct words.
 _PARTS = """
       SELECT m.id, m.importance,
              1 - (m.embedding <=> q.v) AS similarity,
-             CASE WHEN q.tsq IS NOT NULL AND m.fts @@ q.tsq
-                  THEN ts_rank(m.fts, q.tsq, 1) ELSE 0 END AS text_raw,
+             CASE WHEN q.tsq IS NOT NULL AND m.fts @@ q.tsq THEN m.fts END AS fts,
+             length(m.fts) AS dl,
              greatest(
                exp(greatest(-50.0::float8, -0.6931471805599453::float8 * date_part('epoch',
                    CAST(:now AS timestamptz) - m.created_at) / 3600.0::float8 / :hl_created)),
@@ -124,6 +144,36 @@ _ANN_IDS = """
        ORDER BY max(t.rank) DESC, max(t.created_at) DESC
        LIMIT :ann_k){linked}
     ),"""
+
+# The text score is BM25 over the candidates: each query word matched adds its rarity
+# among them, ln(1 + (N - df + 0.5) / (df + 0.5)) (a speaker's name, in every other
+# memory, adds little; a rare name or noun a lot), scaled down for long memories.
+# ts_rank, without any rarity, let a memory match on "things" or "really" outrank the
+# one naming what was asked about. On the exact path the candidates are all the user's
+# visible memories; on the ANN path, the neighbours and text matches gathered.
+_TEXT = """
+    hit AS MATERIALIZED (
+      SELECT cand.id, t.i
+      FROM cand CROSS JOIN q CROSS JOIN LATERAL generate_subscripts(q.terms, 1) AS t(i)
+      WHERE cand.fts IS NOT NULL AND cand.fts @@ q.terms[t.i]
+    ),
+    bm AS MATERIALIZED (
+      SELECT count(*)::float8 AS n, greatest(avg(cand.dl), 1)::float8 AS avgdl FROM cand
+    ),
+    idf AS MATERIALIZED (
+      SELECT hit.i, ln(1 + (bm.n - count(*) + 0.5) / (count(*) + 0.5)) AS w
+      FROM hit CROSS JOIN bm
+      GROUP BY hit.i, bm.n
+    ),
+    matched AS (
+      SELECT hit.id, sum(idf.w) AS w FROM hit JOIN idf ON idf.i = hit.i GROUP BY hit.id
+    ),
+    c AS MATERIALIZED (
+      SELECT cand.id, cand.importance, cand.similarity, cand.recency,
+             coalesce(matched.w * {k1_plus_1}
+                      / (1 + {k1} * (1 - {b} + {b} * cand.dl / bm.avgdl)), 0) AS text_raw
+      FROM cand CROSS JOIN bm LEFT JOIN matched ON matched.id = cand.id
+    )""".format(k1=repr(TEXT_K1), k1_plus_1=repr(TEXT_K1 + 1), b=repr(TEXT_B))
 
 # Rank positions cost two sorts: only reciprocal-rank fusion needs them.
 _POSITIONS = """
@@ -190,9 +240,11 @@ def _statement(shape: StatementShape) -> str:
     if shape.entities:
         # The entities come first: the text query leaves out common ones' names, and
         # the ANN path takes the linked memories as candidates.
-        head = entity_ctes(historical=shape.historical, ann=ann_path) + query_text_cte(_TSQ)
+        head = entity_ctes(historical=shape.historical, ann=ann_path) + _Q.format(
+            quoted=_QUOTED_LEXEME, where=COMMON_NAMES_LEFT_OUT
+        )
     else:
-        head = _Q
+        head = _Q.format(quoted=_QUOTED_LEXEME, where="")
     if ann_path:
         linked = ANN_LINKED if shape.entities else ""
         ann = _ANN_IDS.format(dims=int(shape.ann_dims or 0), linked=linked)
@@ -205,13 +257,13 @@ def _statement(shape: StatementShape) -> str:
     ranked = (_RANKED_ENTITIES if shape.entities else _RANKED).format(
         positions=_POSITIONS if shape.fusion == "rrf" else ""
     )
-    # c is MATERIALIZED so the planner cannot pull it up and compute the cosine twice
+    # cand is MATERIALIZED so the planner cannot pull it up and compute the cosine twice
     # (once for the floor, once for the output).
     return f"""
     WITH {head},{ann}
-    c AS MATERIALIZED ({parts}
+    cand AS MATERIALIZED ({parts}
       WHERE {where}
-    ),{ranked},
+    ),{_TEXT},{ranked},
     top AS (
       SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency, r.entity_match,
              {relevance} AS relevance,

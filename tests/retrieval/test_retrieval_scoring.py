@@ -129,3 +129,28 @@ def test_a_keyword_match_passes_the_similarity_floor(
     assert _search(db, params) == []
     hits = _search(db, _params(ids, similarity_floor=0.3, fusion="score", query_text="QX7731"))
     assert [h.content for h in hits] == ["My passport number ends in QX7731."]
+
+
+def test_a_rare_word_outranks_a_common_one_in_the_text_rank(
+    db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    # "really" is in five of the six memories, "saxophone" in one: BM25 weighs each
+    # word matched by its rarity (ts_rank, counting repeats, put the chatter first).
+    with db.begin() as session:
+        for i in range(5):
+            add_memory(
+                session, tenant=ids["tenant"], user_id=ids["user"],
+                content=f"Really, really, really glad to hear it, number {i}!",
+                embedding=unit(0.5, axis=1 + i),
+            )  # fmt: skip
+        add_memory(
+            session, tenant=ids["tenant"], user_id=ids["user"],
+            content="She plays the saxophone in a jazz band.", embedding=unit(0.5, axis=7),
+        )  # fmt: skip
+    hits = _search(db, _params(ids, query_text="Does she really play saxophone?", fusion="score"))
+    by_content = {h.content: h.text_rank for h in hits}
+    assert by_content["She plays the saxophone in a jazz band."] == pytest.approx(1.0)
+    chatter = [rank for content, rank in by_content.items() if content.startswith("Really")]
+    # idf of "really": ln(1 + 1.5/5.5) = 0.24; of "saxophone": ln(1 + 5.5/1.5) = 1.54
+    assert len(chatter) == 5 and all(0 < rank < 0.25 for rank in chatter)
+    assert hits[0].content == "She plays the saxophone in a jazz band."
