@@ -16,6 +16,8 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RETRIES = 3
 #: answers that mean "try again later", for calls that are safe to repeat
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+#: problem types the API answers before doing anything of a request
+REFUSED_UNDONE = frozenset({"rate-limited", "overloaded"})
 BACKOFF_BASE_S = 0.25
 BACKOFF_MAX_S = 8.0
 USER_AGENT = "memwell-python-sdk/0.1"
@@ -67,12 +69,30 @@ class Addressing:
         return found
 
 
-def should_retry(exc: httpx.TransportError | None, status: int | None, *, retryable: bool) -> bool:
-    """A connection that never opened is safe to retry for any call; anything after
-    the request may have reached the server only for idempotent calls."""
+def should_retry(
+    exc: httpx.TransportError | None, response: httpx.Response | None, *, retryable: bool
+) -> bool:
+    """A connection that never opened, or a request the server refused before doing
+    any of it (over a rate limit, or too busy to admit it), is safe to retry for any
+    call; anything else that may have reached the server only for idempotent calls."""
     if exc is not None:
         return retryable or isinstance(exc, httpx.ConnectError)
-    return retryable and status in RETRY_STATUSES
+    if response is None or response.status_code not in RETRY_STATUSES:
+        return False
+    return retryable or refused_undone(response)
+
+
+def refused_undone(response: httpx.Response) -> bool:
+    """The problem's type says nothing of the request was done (the API refuses over a
+    rate limit, and when overloaded, before any work)."""
+    if response.status_code not in (429, 503):
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    kind = body.get("type") if isinstance(body, dict) else None
+    return isinstance(kind, str) and kind.rsplit("/", 1)[-1] in REFUSED_UNDONE
 
 
 def backoff_s(attempt: int, response: httpx.Response | None = None) -> float:

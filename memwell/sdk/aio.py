@@ -108,7 +108,7 @@ class AsyncMemoryClient:
                     continue
                 raise transport_error(exc, call.method, call.path) from exc
             if attempt < self.max_retries and should_retry(
-                None, response.status_code, retryable=call.retryable
+                None, response, retryable=call.retryable
             ):
                 await asyncio.sleep(backoff_s(attempt, response))
                 attempt += 1

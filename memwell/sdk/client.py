@@ -111,7 +111,7 @@ class MemoryClient:
                     continue
                 raise transport_error(exc, call.method, call.path) from exc
             if attempt < self.max_retries and should_retry(
-                None, response.status_code, retryable=call.retryable
+                None, response, retryable=call.retryable
             ):
                 time.sleep(backoff_s(attempt, response))
                 attempt += 1

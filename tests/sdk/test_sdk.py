@@ -129,6 +129,17 @@ def test_chat_is_not_retried_once_sent() -> None:
     assert len(seen) == 1
 
 
+def test_chat_is_retried_when_the_api_refused_it_before_any_work() -> None:
+    seen: list[httpx.Request] = []
+    reply = {"reply": "hello", "model": "local", "memories": [], "turn_ids": ["a", "b"]}
+    refusals = [_problem(503, "overloaded"), _problem(429, "rate-limited")]
+    http = _scripted([*refusals, httpx.Response(200, json=reply)], seen)
+    mw = memwell.MemoryClient(http_client=http, max_retries=3)
+    assert mw.chat(user_id="u", session_id="s", message="hi").reply == "hello"
+    assert len(seen) == 3
+    assert len({r.headers["X-Request-ID"] for r in seen}) == 1
+
+
 def test_retries_stop_after_max_and_raise_the_mapped_error() -> None:
     seen: list[httpx.Request] = []
     http = _scripted([_problem(429, "rate-limited")] * 3, seen)
