@@ -29,7 +29,7 @@ from memwell.db.engine import (
 from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.lazy import LazyEmbedder
-from memwell.intake.dispatch import send_ingest, send_summarize
+from memwell.intake.dispatch import send_ingest_async, send_summarize_async
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload
 from memwell.llm import build_chat_model
@@ -84,20 +84,23 @@ class AppState:
         self.outbox_engine.dispose()
 
 
-def _summarize(
-    broker_url: str, tenant: str, user_id: str, session_id: str, turn_ids: list[str]
+async def _send_to_outbox(
+    accept: Callable[[IngestPayload], object], payload: IngestPayload
 ) -> None:
-    send_summarize(
-        tenant=tenant,
-        user_id=user_id,
-        session_id=session_id,
-        turn_ids=turn_ids,
-        broker_url=broker_url,
+    # A synchronous Postgres transaction: on a thread, so the loop keeps serving.
+    await asyncio.to_thread(accept, payload)
+
+
+async def _send_to_broker(client: aioredis.Redis, payload: IngestPayload) -> None:
+    await send_ingest_async(client, [payload])
+
+
+async def _summarize(
+    client: aioredis.Redis, tenant: str, user_id: str, session_id: str, turn_ids: list[str]
+) -> None:
+    await send_summarize_async(
+        client, tenant=tenant, user_id=user_id, session_id=session_id, turn_ids=turn_ids
     )
-
-
-def _send_to_broker(broker_url: str, payload: IngestPayload) -> None:
-    send_ingest([payload], broker_url=broker_url)
 
 
 def build_state(settings: Settings) -> AppState:
@@ -117,10 +120,10 @@ def build_state(settings: Settings) -> AppState:
         model=build_chat_model(settings),
         # The chat path's own durability (README "Durability"): the broker, like its
         # buffer, or the Postgres outbox at about 10 ms more per exchange.
-        send=accept
+        send=partial(_send_to_outbox, accept)
         if settings.chat_durability == "outbox"
-        else partial(_send_to_broker, redis_url),
-        summarize=partial(_summarize, redis_url),
+        else partial(_send_to_broker, client),
+        summarize=partial(_summarize, client),
     )
     limiter = (
         RateLimiter(

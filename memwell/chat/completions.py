@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,8 +42,8 @@ class CompletionsDeps:
     buffer: SessionBuffer
     upstream: Upstream
     redis: aioredis.Redis
-    send: Callable[[IngestPayload], None]
-    summarize: Callable[[str, str, str, list[str]], None] | None
+    send: Callable[[IngestPayload], Awaitable[None]]
+    summarize: Callable[[str, str, str, list[str]], Coroutine[Any, Any, None]] | None
     context_budget: int
 
 

@@ -6,7 +6,7 @@ OpenAI-compatible endpoint) writes through here, so they remember alike.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -34,8 +34,8 @@ class Exchange:
 async def remember_exchange(
     *,
     buffer: SessionBuffer,
-    send: Callable[[IngestPayload], None],
-    summarize: Callable[[str, str, str, list[str]], None] | None,
+    send: Callable[[IngestPayload], Awaitable[None]],
+    summarize: Callable[[str, str, str, list[str]], Coroutine[Any, Any, None]] | None,
     exchange: Exchange,
     watch: Stopwatch | None = None,
 ) -> list[str]:
@@ -63,7 +63,7 @@ async def remember_exchange(
     # Two independent writes, each its own round trip: neither waits for the other.
     evicted, _ = await asyncio.gather(
         watch.timed("buffer_append", buffer.append(e.tenant, e.user_id, e.session_id, buffered)),
-        watch.timed("enqueue", asyncio.to_thread(send, payload)),
+        watch.timed("enqueue", send(payload)),
     )
     if evicted and summarize is not None:
         # After the ingest of this exchange (the worker retries until the evicted turns
@@ -72,7 +72,7 @@ async def remember_exchange(
         # reply does not wait for it.
         ids = [t.turn_id for t in evicted]
         spawn(
-            asyncio.to_thread(summarize, e.tenant, e.user_id, e.session_id, ids),
+            summarize(e.tenant, e.user_id, e.session_id, ids),
             what=f"the summary request for {len(ids)} evicted turns",
         )
     return [user_id, assistant_id]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from memwell.buffer.session_buffer import BufferSnapshot, SessionBuffer
 from memwell.chat.assembly import AssembledContext, assemble_context
@@ -32,9 +33,10 @@ class ChatDeps:
     retrieval: RetrievalDeps
     buffer: SessionBuffer
     model: ChatModel
-    send: Callable[[IngestPayload], None]
+    #: takes an exchange's turns to the workers (the broker, or the Postgres outbox)
+    send: Callable[[IngestPayload], Awaitable[None]]
     #: (tenant, user_id, session_id, evicted turn ids): feeds the running summary
-    summarize: Callable[[str, str, str, list[str]], None] | None = None
+    summarize: Callable[[str, str, str, list[str]], Coroutine[Any, Any, None]] | None = None
 
 
 @dataclass

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import orjson
+import redis.asyncio
 from celery import Celery
 
 from memwell.core import stack
@@ -70,18 +71,41 @@ def send_ingest_json(bodies: list[bytes], *, broker_url: str | None = None) -> N
                 TaskName.INGEST_TURNS, kwargs={"payload": orjson.loads(body)}, queue=Queue.INGEST
             )
         return
-    messages = [
+    messages = _ingest_messages(bodies)
+    client = task_message.publisher(url).client
+    with client.pipeline(transaction=True) as pipe:
+        _stage_and_push(pipe, messages, bodies)
+        pipe.execute()
+
+
+async def send_ingest_async(client: redis.asyncio.Redis, payloads: list[IngestPayload]) -> None:
+    """`send_ingest` on the caller's asyncio client of a Redis broker: the same MULTI,
+    on the event loop (the chat path would otherwise hand each send to a thread, whose
+    sync Redis client then competes with the loop for the GIL)."""
+    bodies = [p.model_dump_json().encode() for p in payloads]
+    if not bodies:
+        return
+    async with client.pipeline(transaction=True) as pipe:
+        _stage_and_push(pipe, _ingest_messages(bodies), bodies)
+        await pipe.execute()
+
+
+def _ingest_messages(bodies: list[bytes]) -> list[tuple[str, bytes]]:
+    return [
         task_message.task_message(TaskName.INGEST_TURNS, _ingest_kwargs(b), Queue.INGEST)
         for b in bodies
     ]
-    client = task_message.publisher(url).client
-    with client.pipeline(transaction=True) as pipe:
-        now = time.time()
-        for (task_id, _), body in zip(messages, bodies, strict=True):
-            redis_inbox.stage(pipe, task_id, body, now=now)
-        # LPUSH m1 m2 leaves m1 at the tail, where BRPOP consumes first: FIFO.
-        pipe.lpush(Queue.INGEST.value, *[m for _, m in messages])
-        pipe.execute()
+
+
+def _stage_and_push(
+    pipe: redis_inbox.AnyPipeline, messages: list[tuple[str, bytes]], bodies: list[bytes]
+) -> None:
+    """The inbox copies, then the messages, into the caller's MULTI."""
+    now = time.time()
+    for (task_id, _), body in zip(messages, bodies, strict=True):
+        redis_inbox.stage(pipe, task_id, body, now=now)
+    # LPUSH m1 m2 leaves m1 at the tail, where BRPOP consumes first: FIFO.
+    pipe.lpush(Queue.INGEST.value, *[m for _, m in messages])
 
 
 def _ingest_kwargs(body: bytes) -> bytes:
@@ -119,16 +143,35 @@ def send_summarize(
     broker_url: str | None = None,
 ) -> None:
     """Ask the workers to fold turns evicted from a session buffer into its summary."""
-    producer_app(_url(broker_url)).send_task(
-        TaskName.SUMMARIZE_SESSION,
-        kwargs={
-            "tenant": tenant,
-            "user_id": user_id,
-            "session_id": session_id,
-            "turn_ids": turn_ids,
-        },
-        queue=pipeline_queue(get_settings().pipeline_uses_llm, local=Queue.INGEST),
-    )
+    url = _url(broker_url)
+    kwargs = _summarize_kwargs(tenant, user_id, session_id, turn_ids)
+    queue = _summarize_queue()
+    if task_message.supports(url):
+        task_message.publisher(url).publish_many(
+            TaskName.SUMMARIZE_SESSION, [orjson.dumps(kwargs)], queue
+        )
+        return
+    producer_app(url).send_task(TaskName.SUMMARIZE_SESSION, kwargs=kwargs, queue=queue)
+
+
+async def send_summarize_async(
+    client: redis.asyncio.Redis, *, tenant: str, user_id: str, session_id: str, turn_ids: list[str]
+) -> None:
+    """`send_summarize` on the caller's asyncio client of a Redis broker."""
+    kwargs = orjson.dumps(_summarize_kwargs(tenant, user_id, session_id, turn_ids))
+    queue = _summarize_queue()
+    _, message = task_message.task_message(TaskName.SUMMARIZE_SESSION, kwargs, queue)
+    await client.lpush(queue, message)
+
+
+def _summarize_kwargs(
+    tenant: str, user_id: str, session_id: str, turn_ids: list[str]
+) -> dict[str, Any]:
+    return {"tenant": tenant, "user_id": user_id, "session_id": session_id, "turn_ids": turn_ids}
+
+
+def _summarize_queue() -> str:
+    return pipeline_queue(get_settings().pipeline_uses_llm, local=Queue.INGEST).value
 
 
 def send_by_name(task_name: str, kwargs: dict[str, Any], *, broker_url: str | None = None) -> None:

@@ -19,9 +19,13 @@ from typing import Any, Final
 
 import orjson
 import redis
+from redis.asyncio.client import Pipeline as AsyncPipeline
 from redis.client import Pipeline
 
 from memwell.buffer.session_buffer import KEY_PREFIX
+
+#: a MULTI being built, by a sync or an asyncio client (queuing a command is sync in both)
+AnyPipeline = Pipeline | AsyncPipeline
 
 INBOX_KEY: Final = f"{KEY_PREFIX}inbox"
 INDEX_KEY: Final = f"{KEY_PREFIX}inbox:index"
@@ -36,7 +40,7 @@ return {ids, redis.call('HMGET', KEYS[2], unpack(ids))}
 """
 
 
-def stage(pipe: Pipeline, task_id: str, payload_json: bytes, *, now: float) -> None:
+def stage(pipe: AnyPipeline, task_id: str, payload_json: bytes, *, now: float) -> None:
     """Add "keep this payload until its turns are persisted" to the caller's MULTI,
     keyed by the id of the task that carries it."""
     pipe.hset(INBOX_KEY, task_id, payload_json)
