@@ -3,10 +3,14 @@ Postgres/pgvector -> retrieval in a new session."""
 
 from __future__ import annotations
 
+import redis
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.main import create_app
+from memwell.buffer.session_buffer import summary_key
+from memwell.core.settings import Settings
 from memwell.db.models import Memory
 from memwell.llm.recall import LABEL
 from memwell.local.waiting import wait_for
@@ -78,3 +82,33 @@ def test_assistant_turns_are_logged_but_not_remembered(
             select(Memory.content).where(Memory.user_id == ids["user"])
         ).all()
     assert contents == ["The user collects vinyl records from the seventies."]
+
+
+def test_turns_a_chat_evicts_fold_into_the_session_summary(
+    stack_env: dict[str, str], worker: WorkerProcess, ids: dict[str, str]
+) -> None:
+    settings = Settings(
+        database_url=stack_env["DATABASE_URL"],
+        redis_url=stack_env["REDIS_URL"],
+        embedding_provider="local",
+        auth_disabled=True,
+        buffer_token_budget=60,
+    )
+    user, session = ids["user"], ids["session"]
+    with TestClient(create_app(settings)) as client:
+        for topic in ("roses", "tomatoes", "beehives", "compost heaps"):
+            said = client.post(
+                "/v1/chat",
+                json={
+                    "user_id": user,
+                    "session_id": session,
+                    "message": f"This spring I am learning everything about {topic} in the garden.",
+                },
+            )
+            assert said.status_code == 200, said.text
+    buffer = redis.Redis.from_url(stack_env["REDIS_URL"])
+    key = summary_key(settings.default_tenant, user, session)
+    # The summary request went to the broker on the API's own Redis client; a real
+    # worker folds the evicted turns in.
+    wait_for(lambda: buffer.get(key) is not None, timeout=60, what="the running summary")
+    assert b"roses" in (buffer.get(key) or b"")
