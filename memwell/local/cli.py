@@ -269,6 +269,44 @@ def export(user_id: str, tenant: str | None, include_superseded: bool) -> None:
 
 
 @main.command()
+@click.argument("user_id")
+@click.option("--tenant", default=None, help="Default: MEMWELL_DEFAULT_TENANT.")
+@click.option("--entities-limit", "entities_limit", default=10, show_default=True,
+              help="How many of the most mentioned entities.")  # fmt: skip
+@click.option("--relations-limit", "relations_limit", default=20, show_default=True,
+              help="Relations shown per entity.")  # fmt: skip
+def profile(user_id: str, tenant: str | None, entities_limit: int, relations_limit: int) -> None:
+    """Print what a user's entity memory holds now, as JSON: the current single-valued
+    facts by entity and the top entities with their relations (GET
+    /v1/users/{id}/profile)."""
+    import asyncio
+
+    from memwell.core import stack
+    from memwell.core.settings import get_settings
+    from memwell.db.engine import make_async_engine
+    from memwell.db.tenancy import async_tenant_session, make_async_tenant_sessionmaker
+    from memwell.users.profile import get_profile
+
+    settings = get_settings()
+    resolved = tenant or settings.default_tenant
+
+    async def read() -> str:
+        engine = make_async_engine(stack.database_url(settings), pool_size=1)
+        try:
+            sessions = make_async_tenant_sessionmaker(engine)
+            async with async_tenant_session(sessions, resolved) as session:
+                found = await get_profile(
+                    session, tenant=resolved, user_id=user_id,
+                    entities_limit=entities_limit, relations_limit=relations_limit,
+                )  # fmt: skip
+            return found.model_dump_json(indent=2)
+        finally:
+            await engine.dispose()
+
+    click.echo(asyncio.run(read()))
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(as_json: bool) -> None:
     """Queue depths, workers alive, backlog age, dead letters and store counts."""

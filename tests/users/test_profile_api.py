@@ -5,13 +5,16 @@ tenant; an unknown user is a 404 as in GET /v1/users/{id}."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.local.cli import main
 from tests.support.memory_factory import add_memory, unit
 from tests.support.problems import assert_problem
 from tests.support.profile_factory import (
@@ -145,3 +148,24 @@ def test_limits_are_checked_and_a_user_id_may_end_in_profile(
     profile = _profile(api, "ann%2Fprofile", key)
     assert profile["user_id"] == "ann/profile" and profile["facts"]
     assert_problem(api.get("/v1/users/ann/profile", headers=key), 404, "not-found")
+
+
+def test_the_cli_prints_the_same_profile_and_one_line_for_an_unknown_user(
+    api: TestClient,
+    seeded: SeededProfile,
+    ids: dict[str, str],
+    make_key: Callable[..., Headers],
+    stack_env: dict[str, str],
+) -> None:
+    over_rest = _profile(api, ids["user"], make_key(ids["tenant"], ("read",)), entities_limit=3)
+    runner = CliRunner()
+    printed = runner.invoke(
+        main,
+        ["profile", ids["user"], "--tenant", ids["tenant"], "--entities-limit", "3"],
+        env=stack_env,
+    )
+    assert printed.exit_code == 0, printed.output
+    assert json.loads(printed.stdout) == over_rest
+    unknown = runner.invoke(main, ["profile", "nobody", "--tenant", ids["tenant"]], env=stack_env)
+    assert unknown.exit_code != 0
+    assert "not found" in unknown.output and "Traceback" not in unknown.output
