@@ -51,7 +51,7 @@ CONFIGS: dict[str, Overrides] = {
     "importance-0.15": Overrides(w_importance=0.15),
     "relevance-only": Overrides(w_recency=0.0, w_importance=0.0),
     "floor-0": Overrides(similarity_floor=0.0),
-    # The statement without the entity term (the retriever before entity memory).
+    # The statement without the entity term (the same store, the entity lookups skipped).
     "entities-off": Overrides(entity_weight=0.0),
     "entity-weight-0.3": Overrides(entity_weight=0.3),
     "entities-text-weight-0.3": Overrides(text_weight=0.3),
