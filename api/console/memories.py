@@ -53,6 +53,7 @@ async def _patch(
         return await update_memory(
             session, tenant=viewer.tenant, memory_id=memory_id, patch=patch,
             embedder=state.documents, merge_threshold=state.settings.merge_threshold,
+            entities=state.settings.entities_enabled,
         )  # fmt: skip
 
 

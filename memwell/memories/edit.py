@@ -127,8 +127,8 @@ async def update_memory(
     patch: MemoryPatch,
     embedder: Embedder | None,
     merge_threshold: float,
+    entities: bool,
     user_id: str | None = None,
-    entities: bool = True,
 ) -> EditResult:
     """Apply the patch to one live memory of the tenant (the caller commits). With
     `user_id` (a caller acting for one user, such as an agent), it must be theirs.
