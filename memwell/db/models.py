@@ -297,7 +297,16 @@ class MemoryEntity(Base):
     user_id: Mapped[str] = mapped_column(String(200))
 
     # Retrieval goes from an entity to its memories.
-    __table_args__ = (Index("ix_memory_entities_entity", "entity_id", "memory_id"),)
+    # Covering: retrieval reads an entity's memories, under the tenant's row-level
+    # security, from the index alone.
+    __table_args__ = (
+        Index(
+            "ix_memory_entities_entity",
+            "entity_id",
+            "memory_id",
+            postgresql_include=["tenant", "user_id"],
+        ),
+    )
 
 
 class EntityRelation(Base):
