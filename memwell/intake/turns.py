@@ -103,8 +103,19 @@ def _not_a_number(value: object) -> object:
     return value
 
 
+def _in_utc(value: datetime) -> datetime:
+    # Python takes UTC offsets up to 23:59, Postgres only up to 15:59 ("-17:21" was a
+    # database error, a 500). The same instant in UTC is what timestamptz stores anyway.
+    if value.tzinfo is None:
+        return value
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is outside the range of supported date-times") from None
+
+
 #: A timestamp in a request: ISO-8601 text (or a datetime from Python callers).
-Instant = Annotated[datetime, BeforeValidator(_not_a_number)]
+Instant = Annotated[datetime, BeforeValidator(_not_a_number), AfterValidator(_in_utc)]
 
 
 def _utc_if_naive(value: datetime) -> datetime:

@@ -55,6 +55,26 @@ def test_numeric_event_time_is_refused(api: TestClient, ids: dict[str, str]) -> 
     assert body["errors"][0]["loc"][-1] == "valid_to"
 
 
+def test_an_offset_postgres_cannot_hold_is_the_same_instant_in_utc(
+    api: TestClient, ids: dict[str, str]
+) -> None:
+    """Python reads UTC offsets up to 23:59, Postgres only up to 15:59: "-17:21" was a 500
+    (schemathesis). The instant is kept, in UTC; a date that leaves the calendar when
+    moved to UTC is a 422."""
+    memory = {"content": "Ada ran a marathon.", "valid_from": "2023-10-01T07:42:30-17:21"}
+    added = api.post("/v1/memories", json={"user_id": ids["user"], "memories": [memory]})
+    assert added.status_code == 200, added.text
+    stored = api.get(f"/v1/memories/{added.json()['results'][0]['memory_id']}").json()
+    assert stored["valid_from"].replace("Z", "+00:00") == "2023-10-02T01:03:30+00:00"
+    early = {"content": "x", "valid_from": "0001-01-01T00:00:00+05:00"}
+    body = assert_problem(
+        api.post("/v1/memories", json={"user_id": ids["user"], "memories": [early]}),
+        422,
+        "invalid-input",
+    )
+    assert body["errors"][0]["loc"][-1] == "valid_from"
+
+
 def test_nul_in_a_memory_source_is_refused(api: TestClient, ids: dict[str, str]) -> None:
     memory = {"user_id": ids["user"], "memories": [{"content": "x", "source": "crm\x00"}]}
     body = assert_problem(api.post("/v1/memories", json=memory), 422, "invalid-input")
