@@ -35,7 +35,7 @@ from bench.figures.retrieval import TENANT, bare_exact
 from bench.harness.api_server import serve_api
 from bench.harness.chat_stack import API_ENV, ChatStack, chat_bodies, chat_stack
 from bench.harness.common import percentile, print_table
-from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, describe_onnx, tree_cpu_s
 from bench.harness.real_store import locomo_asks, locomo_beside_synthetic
 from memwell.core.settings import Settings
@@ -355,10 +355,7 @@ def headline(argv: list[str] | None = None) -> ChatHeadline | None:
 
 
 def main() -> int:
-    found = headline()
-    if found is not None:
-        write_json(found, _parser().parse_args().json)
-    return 0
+    return figure_main(headline, _parser())
 
 
 if __name__ == "__main__":

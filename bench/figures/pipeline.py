@@ -38,7 +38,7 @@ import redis
 
 import memwell
 from bench.harness.drain import wait_processed
-from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, describe_onnx, tree_cpu_s
 from bench.harness.locomo_data import turn_view
 from bench.harness.stack import LOCOMO_DEFAULT
@@ -344,10 +344,7 @@ def headline(argv: list[str] | None = None) -> PipelineHeadline | None:
 
 
 def main() -> int:
-    found = headline()
-    if found is not None:
-        write_json(found, _parser().parse_args().json)
-    return 0
+    return figure_main(headline, _parser())
 
 
 if __name__ == "__main__":

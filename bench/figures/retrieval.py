@@ -39,7 +39,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from sqlalchemy.orm import Session
 
-from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, describe_onnx
 from bench.harness.stack import percentile, postgres_only
 from memwell.core.settings import get_settings
@@ -534,11 +534,7 @@ def headline(argv: list[str] | None = None) -> RetrievalHeadline | LocomoRetriev
 
 
 def main() -> int:
-    a = _parser().parse_args()
-    found = headline()
-    if found is not None:
-        write_json(found, a.json)
-    return 0
+    return figure_main(headline, _parser())
 
 
 if __name__ == "__main__":

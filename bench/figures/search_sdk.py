@@ -38,7 +38,7 @@ from bench.evals.locomo import TENANT
 from bench.harness.api_server import serve_api
 from bench.harness.chat_stack import API_ENV
 from bench.harness.common import percentile, print_table
-from bench.harness.headline import ReportRow, add_json_flag, write_json
+from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, host_block
 from bench.harness.locomo_data import Conversation
 from bench.harness.locomo_store import LocomoStore, locomo_store
@@ -250,10 +250,7 @@ def headline(argv: list[str] | None = None) -> SearchSdkHeadline | None:
 
 
 def main() -> int:
-    found = headline()
-    if found is not None:
-        write_json(found, _parser().parse_args().json)
-    return 0
+    return figure_main(headline, _parser())
 
 
 if __name__ == "__main__":

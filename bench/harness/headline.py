@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -44,6 +45,15 @@ def write_json(headline: Any, path: Path | None) -> None:
     """Write a headline dataclass as JSON, when a path was asked for."""
     if path is not None:
         path.write_text(json.dumps(dataclasses.asdict(headline), indent=2))
+
+
+def figure_main(headline: Callable[[], object | None], parser: argparse.ArgumentParser) -> int:
+    """A figure's `main`: run it (it prints its tables), then write its headline where
+    `--json` asks; a figure that found no data writes nothing."""
+    found = headline()
+    if found is not None:
+        write_json(found, parser.parse_args().json)
+    return 0
 
 
 def read_json(cls: type[H], path: Path) -> H:

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from memwell.auth.key_cache import KeyCache
 from memwell.auth.keys import Principal
+from tests.support.clock import FakeClock
 
 ADA = Principal(tenant="t", key_id="k1", scopes=frozenset({"read"}))
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_entries_expire_after_the_ttl() -> None:

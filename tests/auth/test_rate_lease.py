@@ -15,18 +15,11 @@ import redis.asyncio
 
 from memwell.auth.rate_limit import KEY_PREFIX, RateLimiter
 from memwell.auth.token_lease import TokenLeases
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
 
 
 def test_a_lease_follows_the_demand_of_the_last_period() -> None:
-    clock = Clock()
+    clock = FakeClock()
     leases = TokenLeases(period_s=0.5, max_tokens=8, clock=clock)
     assert [leases.take("k") for _ in range(5)] == [False] * 5
     assert leases.wanted("k") == 0  # no whole period seen yet: one token at a time
@@ -41,7 +34,7 @@ def test_a_lease_follows_the_demand_of_the_last_period() -> None:
 
 
 def test_only_an_expired_lease_hands_its_tokens_back() -> None:
-    clock = Clock()
+    clock = FakeClock()
     leases = TokenLeases(period_s=1.0, max_tokens=8, clock=clock)
     leases.grant("k", 3)
     assert leases.hand_back("k") == 0
@@ -71,7 +64,7 @@ def _counting(limiter: RateLimiter) -> list[int]:
 
 def test_a_busy_key_asks_redis_once_per_lease(client: redis.asyncio.Redis) -> None:
     async def run() -> tuple[int, int, list[bool]]:
-        clock = Clock()
+        clock = FakeClock()
         limiter = RateLimiter(client, rate_per_s=100, burst=1000, lease_s=0.2, clock=clock)
         trips = _counting(limiter)
         bucket = f"lease-{uuid.uuid4()}"
@@ -89,7 +82,7 @@ def test_a_busy_key_asks_redis_once_per_lease(client: redis.asyncio.Redis) -> No
 
 def test_unspent_tokens_go_back_to_the_bucket(client: redis.asyncio.Redis) -> None:
     async def run() -> tuple[float, float, int]:
-        clock = Clock()
+        clock = FakeClock()
         limiter = RateLimiter(client, rate_per_s=10, burst=50, lease_s=1.0, clock=clock)
         bucket = f"lease-{uuid.uuid4()}"
         for _ in range(6):
@@ -111,7 +104,7 @@ def test_unspent_tokens_go_back_to_the_bucket(client: redis.asyncio.Redis) -> No
 def test_the_limit_holds_across_processes_that_lease(client: redis.asyncio.Redis) -> None:
     async def run() -> tuple[int, float]:
         started = time.monotonic()
-        clock = Clock()
+        clock = FakeClock()
         one, two = (
             RateLimiter(client, rate_per_s=10, burst=30, lease_s=2.0, clock=clock) for _ in range(2)
         )
