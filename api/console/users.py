@@ -25,6 +25,7 @@ from memwell.memories.erasure import erase_user_async
 from memwell.memories.listing import MemoryFilters, MemoryPage, Sort, list_memories
 from memwell.sessions.records import SessionPage
 from memwell.sessions.service import list_sessions
+from memwell.users.profile import MAX_ENTITIES, get_profile
 from memwell.users.records import UserDetail
 from memwell.users.service import get_user, list_users
 
@@ -32,6 +33,8 @@ router = APIRouter(prefix="/console", route_class=ConsoleRoute, include_in_schem
 
 #: rows per page: small pages keep every page fast and readable
 PAGE = 50
+#: the profile page's top entities unless the page asks for more
+PROFILE_ENTITIES = 25
 SESSIONS_SHOWN = 20
 CURSOR_MAX = 8192
 
@@ -112,6 +115,26 @@ async def user_page(
     return render(
         request, "user.html", viewer, user=user, sessions=sessions, memories=memories,
         query=query,
+    )  # fmt: skip
+
+
+@router.get("/user/profile")
+async def profile_page(
+    request: Request,
+    state: StateDep,
+    viewer: ReadViewer,
+    id: Annotated[IdentifierPath, Query()],
+    entities: Annotated[int, Query(ge=0, le=MAX_ENTITIES)] = PROFILE_ENTITIES,
+) -> Response:
+    """The user's entity memory, as GET /v1/users/{id}/profile returns it: current
+    facts by entity, then the most mentioned entities with their current relations."""
+    async with async_tenant_session(state.sessions, viewer.tenant) as session:
+        profile = await get_profile(
+            session, tenant=viewer.tenant, user_id=id, entities_limit=entities
+        )
+    return render(
+        request, "profile.html", viewer, profile=profile, entities=entities,
+        max_entities=MAX_ENTITIES,
     )  # fmt: skip
 
 

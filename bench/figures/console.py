@@ -193,6 +193,7 @@ def pages(memory_id: str, client: httpx.Client) -> dict[str, Callable[[int], str
         "user, next page by importance": lambda i: second_by_importance,
         "user, kind filter": lambda i: user + "&kind=preference",
         "user, text filter": lambda i: f"{user}&q={WORDS[i % len(WORDS)]}",
+        "profile (no entities: the user check)": lambda i: f"/console/user/profile?id={USER}",
         "memory": lambda i: f"/console/memories/{memory_id}",
         "session": lambda i: f"/console/session?user={USER}&id=session-0",
         "search": lambda i: f"/console/search?user={USER}&q=what+about+{WORDS[i % 24]}+{i}",
