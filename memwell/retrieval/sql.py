@@ -288,7 +288,7 @@ def _statement(shape: StatementShape) -> str:
         ann, parts = "", _PARTS.format(source="memories m")
     # cand is MATERIALIZED so the planner cannot pull it up and compute the cosine twice
     # (once for the floor, once for the output).
-    ranking = _all_ranked(shape) if shape.fusion == "rrf" else _split_ranked(shape)
+    ranking = _rrf_ranked(shape) if shape.fusion == "rrf" else _split_ranked(shape)
     return f"""
     WITH {head},{ann}
     cand AS MATERIALIZED ({parts}
@@ -305,14 +305,18 @@ def _score(relevance: str, alias: str) -> str:
     return f":w_rel * ({relevance}) + :w_imp * {alias}.importance + :w_rec * {alias}.recency"
 
 
-def _all_ranked(shape: StatementShape) -> str:
-    """Every candidate through the text and entity joins, with its rank positions."""
-    relevance = _RELEVANCE[shape.fusion].format(t="r")
+def _fused(shape: StatementShape, alias: str) -> str:
+    """The fusion's relevance of the rows under `alias`, plus the entity term if any."""
+    relevance = _RELEVANCE[shape.fusion].format(t=alias)
     if shape.entities:
-        relevance = f"({relevance}) + :ent_weight * r.entity_match"
-    ranked = (_RANKED_ENTITIES if shape.entities else _RANKED).format(
-        positions=_POSITIONS if shape.fusion == "rrf" else ""
-    )
+        return f"({relevance}) + :ent_weight * {alias}.entity_match"
+    return relevance
+
+
+def _rrf_ranked(shape: StatementShape) -> str:
+    """Every candidate through the text and entity joins, with its rank positions."""
+    relevance = _fused(shape, "r")
+    ranked = (_RANKED_ENTITIES if shape.entities else _RANKED).format(positions=_POSITIONS)
     return f"""{_TEXT},{ranked},
     top AS (
       SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency, r.entity_match,
@@ -327,27 +331,23 @@ def _split_ranked(shape: StatementShape) -> str:
     """The top k of the candidates with a text or entity term, and of the rest; then
     the top k of both (see _MARKED)."""
     if shape.entities:
-        marked = "(SELECT matched.id FROM matched UNION SELECT em.id FROM em) x"
-        joins = (
-            "\n           LEFT JOIN matched ON matched.id = x.id"
-            "\n           LEFT JOIN em ON em.id = x.id"
+        marked = _MARKED.format(
+            marked="(SELECT matched.id FROM matched UNION SELECT em.id FROM em) x",
+            key="x",
+            joins="\n           LEFT JOIN matched ON matched.id = x.id"
+            "\n           LEFT JOIN em ON em.id = x.id",
+            text_raw=_TEXT_RAW,
+            entity_match="coalesce(em.entity_match, 0)",
         )
-        entity_match = "coalesce(em.entity_match, 0)"
     else:
         # Every marked memory is a text match: `matched` itself.
-        marked, joins, entity_match = "matched", "", "0::float8"
-    marked_ctes = _MARKED.format(
-        text_raw=_TEXT_RAW,
-        entity_match=entity_match,
-        marked=marked,
-        key="x" if shape.entities else "matched",
-        joins=joins,
-    )
-    relevance = _RELEVANCE[shape.fusion].format(t="sr")
-    if shape.entities:
-        relevance = f"({relevance}) + :ent_weight * sr.entity_match"
+        marked = _MARKED.format(
+            marked="matched", key="matched", joins="", text_raw=_TEXT_RAW,
+            entity_match="0::float8",
+        )  # fmt: skip
+    relevance = _fused(shape, "sr")
     plain = _PLAIN_RELEVANCE[shape.fusion]
-    return f"""{_TEXT_MATCHES},{marked_ctes},
+    return f"""{_TEXT_MATCHES},{marked},
     top AS (
       (SELECT cand.id, cand.importance, cand.similarity, 0::float8 AS text_rank, cand.recency,
               0::float8 AS entity_match, {plain} AS relevance, {_score(plain, "cand")} AS score
