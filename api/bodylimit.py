@@ -1,9 +1,10 @@
 """How large a route's body may be, and reading one within that cap and a deadline.
 
-Each route has a cap that fits what it accepts: the batch routes (turns, memories,
-the OpenAI door's message lists) take MEMWELL_MAX_BODY_BYTES; a single message
-(chat, search, context, an edit) takes what its longest message and metadata can
-occupy as JSON, escapes included; a route without a body takes a small allowance.
+Each route has a cap that fits what it accepts: the batch routes (turns, memories)
+take MEMWELL_MAX_BODY_BYTES; a single message (chat, search, context, an edit) takes
+what its longest message and metadata can occupy as JSON, escapes included; the OpenAI
+door, which stores one message but forwards the app's history with it, takes a few
+times that; a route without a body takes a small allowance.
 The body is read whole before the app runs, so a body over its cap (declared, or
 counted as it streams when chunked) or one slower than MEMWELL_API_BODY_TIMEOUT_S
 never reaches the app and never holds a JSON parser.
@@ -23,7 +24,11 @@ from memwell.core.settings import Settings
 SMALL_BODY_BYTES: Final = 64 * 1024
 #: One code point can take 12 bytes of JSON (a surrogate pair as two \uXXXX escapes).
 JSON_BYTES_PER_CHAR: Final = 12
-_BULK_ROUTES: Final = frozenset({"/v1/turns", "/v1/memories", "/v1/chat/completions"})
+_BULK_ROUTES: Final = frozenset({"/v1/turns", "/v1/memories"})
+#: The OpenAI door stores one message, and forwards the history before it: as many
+#: messages' worth again as this, which outlasts a model's context window of text.
+_FORWARDED_HISTORY_MESSAGES: Final = 3
+_HISTORY_ROUTES: Final = frozenset({"/v1/chat/completions"})
 _BODILESS: Final = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 
 
@@ -31,9 +36,12 @@ def route_cap(method: str, path: str, settings: Settings) -> int:
     """The most body bytes a request to this route may carry."""
     if method in _BODILESS:
         return SMALL_BODY_BYTES
-    if path.rstrip("/") in _BULK_ROUTES:
+    route = path.rstrip("/")
+    if route in _BULK_ROUTES:
         return settings.max_body_bytes
     one_message = JSON_BYTES_PER_CHAR * (settings.max_message_chars + settings.max_metadata_bytes)
+    if route in _HISTORY_ROUTES:
+        one_message *= 1 + _FORWARDED_HISTORY_MESSAGES
     return min(settings.max_body_bytes, one_message + SMALL_BODY_BYTES)
 
 

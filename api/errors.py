@@ -73,8 +73,15 @@ def problem(
     body.update(extra)
     media_type = "application/problem+json"
     if path in OPENAI_PATHS:
-        # The same problem, plus the member OpenAI's clients parse.
+        # The same problem, plus the member OpenAI's clients parse; an invalid request
+        # is OpenAI's 400, which its clients raise as BadRequestError.
+        if status == 422:
+            status = body["status"] = 400
         message = detail if isinstance(detail, str) else title
+        if errors := extra.get("errors"):
+            message = f"{message}: " + "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors
+            )
         body["error"] = {"message": message, "type": code, "param": None, "code": code}
         media_type = "application/json"
     return JSONResponse(

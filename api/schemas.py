@@ -14,6 +14,7 @@ from memwell.intake.turns import (
     MAX_CONTENT_CHARS,
     Identifier,
     Instant,
+    Query,
     TurnIn,
     check_metadata,
     check_text,
@@ -32,6 +33,7 @@ class ChatRequest(BaseModel):
     message: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     stream: bool = Field(
         default=False,
+        strict=True,
         description="Answer with Server-Sent Events as the reply is produced, not one JSON.",
     )
 
@@ -130,18 +132,13 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     user_id: Identifier
-    query: str = Field(min_length=1, max_length=8_000)
+    query: Query
     k: int | None = Field(default=None, strict=True, ge=1, le=100)
     filters: SearchFiltersIn = Field(default_factory=SearchFiltersIn)
     as_of: Instant | None = Field(
         default=None, description="Answer as the store stood at this instant."
     )
     scoring: ScoringIn = Field(default_factory=ScoringIn)
-
-    @field_validator("query")
-    @classmethod
-    def _query_is_text(cls, value: str) -> str:
-        return check_text(value, "query")
 
 
 class SearchResponse(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -10,14 +11,18 @@ from functools import partial
 import redis.asyncio as aioredis
 from sqlalchemy import Engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.auth.failed_auth import FailedAuthLimiter
 from memwell.auth.key_cache import KeyCache
 from memwell.auth.rate_limit import RateLimiter
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.chat.completions import CompletionsDeps
+from memwell.chat.exchange import DeadLetter
 from memwell.chat.service import ChatDeps
 from memwell.core import stack
+from memwell.core.queues import TaskName
+from memwell.core.redaction import describe
 from memwell.core.redis_clients import async_client
 from memwell.core.settings import Settings
 from memwell.db.engine import (
@@ -29,6 +34,7 @@ from memwell.db.engine import (
 from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.lazy import LazyEmbedder
+from memwell.intake.dead_letters import record_dead_letter
 from memwell.intake.dispatch import send_ingest_async, send_summarize_async
 from memwell.intake.postgres_outbox import accept_turns
 from memwell.intake.turns import IngestPayload
@@ -37,6 +43,8 @@ from memwell.llm.factory import build_upstream
 from memwell.pipeline.consolidate import ConsolidationConfig
 from memwell.pipeline.reconcile import ReconcilePolicy
 from memwell.retrieval.service import RetrievalDeps, build_retrieval
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -103,6 +111,29 @@ async def _summarize(
     )
 
 
+def _dead_letter_writer(sessions: sessionmaker[Session]) -> DeadLetter:
+    """Keeps an exchange the API could not send as an ingest dead letter, which
+    `memwell dlq replay` sends again."""
+
+    def record(payload: IngestPayload, why: str) -> None:
+        with sessions.begin() as session:
+            record_dead_letter(
+                session,
+                task_name=TaskName.INGEST_TURNS,
+                payload={"payload": payload.model_dump(mode="json")},
+                error=why,
+                tenant=payload.tenant,
+            )
+
+    async def write(payload: IngestPayload, why: str) -> None:
+        try:
+            await asyncio.to_thread(record, payload, why)
+        except Exception as exc:  # Postgres too: all that is left is to say so
+            log.error("an exchange was lost: no dead letter could be written: %s", describe(exc))
+
+    return write
+
+
 def build_state(settings: Settings) -> AppState:
     engine = make_async_engine(stack.database_url(settings))
     redis_url = stack.redis_url(settings)
@@ -124,6 +155,7 @@ def build_state(settings: Settings) -> AppState:
         if settings.chat_durability == "outbox"
         else partial(_send_to_broker, client),
         summarize=partial(_summarize, client),
+        dead_letter=_dead_letter_writer(make_sessionmaker(outbox_engine)),
     )
     limiter = (
         RateLimiter(
@@ -159,6 +191,7 @@ def build_state(settings: Settings) -> AppState:
             send=deps.send,
             summarize=deps.summarize,
             context_budget=settings.context_token_budget,
+            dead_letter=deps.dead_letter,
         ),
         chat_broker_url=redis_url,
         outbox_engine=outbox_engine,

@@ -13,7 +13,9 @@ import sqlalchemy.exc
 from celery import Task
 from pydantic import ValidationError
 
+from memwell.auth.size_limits import check_turns
 from memwell.core import stack
+from memwell.core.errors import TooLarge
 from memwell.core.queues import TaskName
 from memwell.db.tenancy import tenant_transaction
 from memwell.intake import redis_inbox
@@ -126,6 +128,13 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
         tenant = payload.get("tenant") if isinstance(payload, dict) else None
         error = f"invalid payload: {validation_summary(exc)}"
         _dead_letter(self.name, {"payload": payload}, error, tenant)
+        _inbox_done(self.request.id)
+        return {"rejected": 1, "persisted": 0}
+    try:
+        # The operator's limits, as every door applies them (a raw producer skips them).
+        check_turns(parsed.turns, get_runtime().settings)
+    except TooLarge as exc:
+        _dead_letter(self.name, {"payload": payload}, f"over a limit: {exc}", parsed.tenant)
         _inbox_done(self.request.id)
         return {"rejected": 1, "persisted": 0}
     with tenant_transaction(get_runtime().tenant_sessions, parsed.tenant) as session:

@@ -122,6 +122,7 @@ class AddMemoriesRequest(BaseModel):
     memories: list[NewMemory] = Field(min_length=1, max_length=MAX_BATCH)
     reconcile: bool = Field(
         default=True,
+        strict=True,
         description="true: dedup, merge and supersede as consolidation does; false: store "
         "as given (an exact duplicate still reinforces the live memory).",
     )

@@ -14,16 +14,26 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from api.deps import ReadTenantDep, StateDep, WriteTenantDep
 from api.sse import EventStream
-from memwell.chat.completions import Caller, complete, open_stream
+from memwell.auth.size_limits import check_message
+from memwell.chat.completions import Caller, complete, last_user_message, open_stream, text_of
 from memwell.core.errors import InvalidInput
-from memwell.intake.turns import Identifier
+from memwell.intake.turns import Content, Identifier, check_text
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
+_STORED: TypeAdapter[str] = TypeAdapter(Content)
 
 
 class ChatMessage(BaseModel):
@@ -31,6 +41,18 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _text_is_text(
+        cls, value: str | list[dict[str, Any]] | None
+    ) -> str | list[dict[str, Any]] | None:
+        # Every message is forwarded, so each must be text the model endpoint can take,
+        # by the same rules as stored text (blank parts aside: an app may send them).
+        text = text_of(value)
+        if text.strip():
+            check_text(text, "a message's text")
+        return value
 
 
 class ChatCompletionRequest(BaseModel):
@@ -49,9 +71,29 @@ class ChatCompletionRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
-    stream: bool = False
+    stream: bool = Field(default=False, strict=True)
     user: str | None = Field(default=None, max_length=200)
     metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _stored_message_is_content(self) -> ChatCompletionRequest:
+        # The user's last message is the part remembered: it meets the turn contract's
+        # rules here, before any retrieval, model call or write.
+        try:
+            _STORED.validate_python(self.stored_message)
+        except ValidationError as exc:
+            why = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            raise ValueError(f"the last user message: {why}") from None
+        return self
+
+    @property
+    def stored_message(self) -> str:
+        """The text remembered of this request: the user's last message."""
+        raw = [m.model_dump(include={"role", "content"}) for m in self.messages]
+        try:
+            return last_user_message(raw)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
 
 
 def _identifier(value: str | None, what: str) -> str | None:
@@ -108,6 +150,7 @@ async def chat_completions(
 ) -> Any:
     """The app's request, forwarded to the configured model with the user's memories
     injected as quoted data; streamed when `stream` is true."""
+    check_message(body.stored_message, state.settings)
     caller = _caller(tenant, body, x_memwell_user, x_memwell_session, idempotency_key)
     raw = body.model_dump(mode="json", exclude_unset=True)
     # Memwell's own keys stay here; the upstream gets the app's metadata only.

@@ -2,8 +2,11 @@
 finish, abort. Thin: each route calls one service function of memwell/reembed.
 
 Admin scope, and the tenant's own memories only: a store-wide re-embed is an
-operator's act (`memwell reembed start`), not a tenant's. The service functions are
-synchronous (the target's probe is a model call), so they run on a worker thread.
+operator's act (`memwell reembed start`), not a tenant's. A tenant picks its target
+from the operator's list (MEMWELL_REEMBED_TARGETS) by name; the body has no field for
+an endpoint or a credential, so the server's key never goes where a tenant points.
+The service functions are synchronous (the target's probe is a model call), so they
+run on a worker thread.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from memwell.reembed.lifecycle import (
 )
 from memwell.reembed.progress import MigrationStatus
 from memwell.reembed.sender import step_sender
-from memwell.reembed.specs import build_target_embedder, parse_spec
+from memwell.reembed.specs import build_target_embedder, offered_target, parse_spec
 
 router = APIRouter(prefix="/v1/admin/reembed", tags=["admin"])
 
@@ -51,11 +54,13 @@ class ReembedStart(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     to: Annotated[
-        str, Field(max_length=300, description="provider:model, e.g. openai:text-embedding-3-small")
+        str,
+        Field(
+            max_length=300,
+            description="provider:model, one of the targets the operator offers: the local "
+            "models and MEMWELL_REEMBED_TARGETS (e.g. openai:text-embedding-3-small).",
+        ),
     ]
-    base_url: str | None = Field(
-        default=None, max_length=2000, description="The target's OpenAI-compatible endpoint."
-    )
     user_id: Identifier | None = Field(default=None, description="Only this user's memories.")
     batch_size: int | None = Field(default=None, ge=1, le=10_000)
     rate_per_s: float | None = Field(
@@ -88,7 +93,7 @@ def _dispatch(state: AppState) -> Dispatch:
 )
 async def start(body: ReembedStart, state: StateDep, tenant: AdminTenantDep) -> MigrationStatus:
     try:
-        spec = parse_spec(body.to, base_url=body.base_url)
+        spec = offered_target(body.to, state.settings)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
     settings = state.settings

@@ -20,18 +20,20 @@ from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from memwell.agents import tools
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.core import stack
 from memwell.core.errors import MemwellError
+from memwell.core.redaction import describe
 from memwell.core.redis_clients import async_client
 from memwell.core.settings import Settings
 from memwell.db.engine import make_async_engine
 from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import build_embedder
 from memwell.embeddings.lazy import LazyEmbedder
+from memwell.intake.turns import MAX_QUERY_CHARS
 from memwell.memories.add import AddedMemory, MemoryKind, NewMemory
 from memwell.memories.edit import EditResult, MemoryPatch
 from memwell.pipeline.consolidate import ConsolidationConfig
@@ -81,6 +83,8 @@ def _readable_errors() -> Iterator[None]:
     (the SDK would otherwise show only "Error executing tool ...", and log a traceback)."""
     try:
         yield
+    except ValidationError as exc:  # a tool's arguments, checked by the intake models
+        raise ToolError(f"invalid-input: {describe(exc)}") from None
     except MemwellError as exc:
         raise ToolError(f"{exc.code}: {exc}") from exc
 
@@ -113,7 +117,7 @@ def create_server(deps: tools.ToolDeps) -> MCPServer:
     @server.tool()
     async def recall(
         user_id: UserId,
-        query: Annotated[str, Field(min_length=1, max_length=4000)],
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
         k: Annotated[int | None, Field(ge=1, le=K_MAX, description="Default: the setting")] = None,
     ) -> tools.Recall:
         """Search the user's long-term memory: the most relevant memories, best first,
@@ -132,7 +136,7 @@ def create_server(deps: tools.ToolDeps) -> MCPServer:
     @server.tool()
     async def get_context(
         user_id: UserId,
-        query: Annotated[str, Field(min_length=1, max_length=32_000)],
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
         session_id: str | None = None,
         include_profile: Annotated[
             bool, Field(description="Add the user's known facts (get_profile) too")
@@ -190,7 +194,7 @@ def create_server(deps: tools.ToolDeps) -> MCPServer:
         content comes close to, for you to resolve."""
         with _readable_errors():
             fields = {"content": content, "kind": kind, "importance": importance}
-            patch = MemoryPatch(**{k: v for k, v in fields.items() if v is not None})
+            patch = MemoryPatch.model_validate({k: v for k, v in fields.items() if v is not None})
             return await tools.update_memory(
                 deps, user_id=user_id, memory_id=memory_id, patch=patch
             )

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memwell.auth.size_limits import check_memories, check_turns
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.chat.context import build_context
 from memwell.core.errors import InvalidInput
@@ -26,7 +27,7 @@ from memwell.core.settings import Settings
 from memwell.db.tenancy import async_tenant_session
 from memwell.embeddings.base import Embedder
 from memwell.intake.enqueue import enqueue_turns
-from memwell.intake.turns import TurnIn
+from memwell.intake.turns import Query, TurnIn
 from memwell.memories.add import AddedMemory, NewMemory, add_memories
 from memwell.memories.edit import EditResult, MemoryPatch
 from memwell.memories.edit import update_memory as edit_memory
@@ -95,6 +96,7 @@ async def remember(
     if turn_id:
         fields["id"] = turn_id
     turn = TurnIn.model_validate(fields)
+    check_turns([turn], deps.settings)
     ids = await asyncio.to_thread(
         enqueue_turns, [turn], tenant=deps.tenant, broker_url=deps.broker_url
     )
@@ -108,10 +110,16 @@ def _memory_key(memory_id: str) -> uuid.UUID:
         raise InvalidInput(f"not a memory id: {memory_id!r}") from exc
 
 
+_QUERY: TypeAdapter[str] = TypeAdapter(Query)
+
+
 def _query(query: str) -> str:
-    if not query.strip():
-        raise InvalidInput("query must not be blank")
-    return query
+    """The query by the rules of REST's search: length, and text a person writes."""
+    try:
+        return _QUERY.validate_python(query)
+    except ValidationError as exc:
+        why = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise InvalidInput(f"query: {why}") from None
 
 
 async def recall(deps: ToolDeps, *, user_id: str, query: str, k: int | None = None) -> Recall:
@@ -186,6 +194,7 @@ async def get_profile(
 async def add_memory(deps: ToolDeps, *, user_id: str, memory: NewMemory) -> AddedMemory:
     """Store one memory now, reconciled like consolidation (the same path as
     POST /v1/memories); searchable at once."""
+    check_memories([(memory.content, memory.metadata)], deps.settings)
     async with async_tenant_session(deps.sessions, deps.tenant) as session, session.begin():
         result = await add_memories(
             session, tenant=deps.tenant, user_id=user_id, memories=[memory],
@@ -198,6 +207,7 @@ async def update_memory(
     deps: ToolDeps, *, user_id: str, memory_id: str, patch: MemoryPatch
 ) -> EditResult:
     """Correct one of the user's memories (the same path as PATCH /v1/memories/{id})."""
+    check_memories([(patch.content or "", patch.metadata or {})], deps.settings)
     key = _memory_key(memory_id)
     async with async_tenant_session(deps.sessions, deps.tenant) as session, session.begin():
         return await edit_memory(

@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.chat.assembly import assemble_context, render_data_block
-from memwell.chat.exchange import Exchange, remember_exchange
+from memwell.chat.exchange import DeadLetter, Exchange, remember_exchange
 from memwell.core.background import spawn
 from memwell.core.errors import InvalidInput
 from memwell.intake.turns import IngestPayload
@@ -45,6 +45,8 @@ class CompletionsDeps:
     send: Callable[[IngestPayload], Awaitable[None]]
     summarize: Callable[[str, str, str, list[str]], Coroutine[Any, Any, None]] | None
     context_budget: int
+    #: keeps an exchange that could not be sent, for replay
+    dead_letter: DeadLetter | None = None
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,7 @@ async def _relay(
     chunks: AsyncIterator[JsonObject],
 ) -> AsyncGenerator[bytes, None]:
     parts: list[str] = []
-    finished = False
+    handed_over = False
     try:
         chunk = first
         while chunk is not None:
@@ -162,18 +164,38 @@ async def _relay(
                 parts.append(reply_text(choice.get("delta")))
             yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
             chunk = await anext(chunks, None)
+        # Stored before the stream ends, so its last event can say if that failed. A
+        # task of its own: the write outlives a client that hangs up now.
+        handed_over = True
+        stored = spawn(
+            _remember(deps, caller, message, "".join(parts)), what="remembering a streamed exchange"
+        )
+        try:
+            await asyncio.shield(stored)
+        except Exception:  # reported here; remember_exchange dead-lettered it
+            yield b"data: " + json.dumps(NOT_REMEMBERED).encode() + b"\n\n"
         yield b"data: [DONE]\n\n"
-        finished = True
     finally:
         reply = "".join(parts)
-        if finished or reply:
-            # Also when the client went away mid-stream (this generator is being
-            # closed): a task of its own, so the write outlives the cancellation.
-            truncated = None if finished else {"truncated": True}
+        if reply and not handed_over:
+            # The client went away, or the model broke off: what it said is kept.
             spawn(
-                _remember(deps, caller, message, reply, truncated),
+                _remember(deps, caller, message, reply, {"truncated": True}),
                 what="remembering a streamed exchange",
             )
+
+
+#: The stream's last event when its exchange could not be stored (it went to a dead
+#: letter): OpenAI's clients raise a chunk with an `error` member as an APIError.
+NOT_REMEMBERED: JsonObject = {
+    "error": {
+        "message": "the reply was streamed but the exchange could not be stored; it was "
+        "kept as a dead letter for replay",
+        "type": "not-remembered",
+        "param": None,
+        "code": "not-remembered",
+    }
+}
 
 
 async def _remember(
@@ -196,6 +218,7 @@ async def _remember(
         buffer=deps.buffer,
         send=deps.send,
         summarize=deps.summarize,
+        dead_letter=deps.dead_letter,
         exchange=Exchange(
             tenant=caller.tenant, user_id=caller.user_id, session_id=caller.session_id,
             message=message, reply=reply, turn_ids=turn_ids, reply_metadata=reply_metadata,

@@ -1,21 +1,32 @@
 """Remember one exchange: the user's message and the reply, into the session buffer and
 onto the consolidation queue. Every door that answers (the chat path, its stream, the
 OpenAI-compatible endpoint) writes through here, so they remember alike.
+
+The user's message was validated at the door, before the model ran. The reply is the
+model's: whatever it holds is made storable here (cut to the content limit, control
+characters replaced), and marked so, rather than refused after the fact. An exchange
+that cannot be sent goes to a dead letter, which `memwell dlq replay` sends again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.core.background import spawn
 from memwell.core.logs import current_request_id
+from memwell.core.redaction import describe
 from memwell.core.timing import Stopwatch
-from memwell.intake.turns import IngestPayload, TurnIn, new_turn_id
+from memwell.intake.turns import MAX_CONTENT_CHARS, IngestPayload, TurnIn, new_turn_id
+
+#: (payload, why): keeps an exchange that could not be sent, for replay.
+DeadLetter = Callable[[IngestPayload, str], Awaitable[None]]
+_UNSTORABLE: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,18 @@ class Exchange:
     reply_metadata: dict[str, Any] | None = None
 
 
+def storable_reply(reply: str) -> tuple[str, dict[str, Any]]:
+    """A model's reply as a turn can hold it, and what was changed to make it so."""
+    notes: dict[str, Any] = {}
+    cleaned = _UNSTORABLE.sub("\ufffd", reply)
+    if cleaned != reply:
+        notes["replaced_characters"] = sum(1 for a, b in zip(reply, cleaned, strict=True) if a != b)
+    if len(cleaned) > MAX_CONTENT_CHARS:
+        notes["cut_from_chars"] = len(cleaned)
+        cleaned = cleaned[:MAX_CONTENT_CHARS]
+    return (cleaned if cleaned.strip() else "(empty reply)"), notes
+
+
 async def remember_exchange(
     *,
     buffer: SessionBuffer,
@@ -38,11 +61,15 @@ async def remember_exchange(
     summarize: Callable[[str, str, str, list[str]], Coroutine[Any, Any, None]] | None,
     exchange: Exchange,
     watch: Stopwatch | None = None,
+    dead_letter: DeadLetter | None = None,
 ) -> list[str]:
-    """Append both turns to the buffer and enqueue them; returns their turn ids."""
+    """Append both turns to the buffer and enqueue them; returns their turn ids. If
+    they cannot be written, the exchange goes to `dead_letter` and the error is raised
+    for the door to report."""
     e = exchange
     now = datetime.now(UTC)
     user_id, assistant_id = e.turn_ids or (new_turn_id(), new_turn_id())
+    reply, notes = storable_reply(e.reply)
     turns = [
         TurnIn(
             id=user_id, user_id=e.user_id, session_id=e.session_id, role="user",
@@ -50,8 +77,7 @@ async def remember_exchange(
         ),
         TurnIn(
             id=assistant_id, user_id=e.user_id, session_id=e.session_id, role="assistant",
-            content=e.reply or "(empty reply)", created_at=now,
-            metadata=e.reply_metadata or {},
+            content=reply, created_at=now, metadata={**(e.reply_metadata or {}), **notes},
         ),
     ]  # fmt: skip
     payload = IngestPayload(tenant=e.tenant, turns=turns, request_id=current_request_id())
@@ -60,11 +86,19 @@ async def remember_exchange(
         for t in turns
     ]
     watch = watch or Stopwatch()
-    # Two independent writes, each its own round trip: neither waits for the other.
-    evicted, _ = await asyncio.gather(
-        watch.timed("buffer_append", buffer.append(e.tenant, e.user_id, e.session_id, buffered)),
-        watch.timed("enqueue", send(payload)),
-    )
+    try:
+        # Two independent writes, each its own round trip: neither waits for the other.
+        evicted, _ = await asyncio.gather(
+            watch.timed(
+                "buffer_append", buffer.append(e.tenant, e.user_id, e.session_id, buffered)
+            ),
+            watch.timed("enqueue", send(payload)),
+        )
+    except Exception as exc:
+        if dead_letter is not None:
+            # Replaying is harmless if one of the two writes did land: turn ids are keys.
+            await dead_letter(payload, describe(exc))
+        raise
     if evicted and summarize is not None:
         # After the ingest of this exchange (the worker retries until the evicted turns
         # are stored, so the order only saves a retry), and not awaited: the summary is

@@ -15,7 +15,7 @@ from typing import Any
 
 from memwell.buffer.session_buffer import BufferSnapshot, SessionBuffer
 from memwell.chat.assembly import AssembledContext, assemble_context
-from memwell.chat.exchange import Exchange, remember_exchange
+from memwell.chat.exchange import DeadLetter, Exchange, remember_exchange
 from memwell.core.metrics import observe_chat_timings, record_llm_call
 from memwell.core.settings import Settings
 from memwell.core.timing import Stopwatch
@@ -37,6 +37,8 @@ class ChatDeps:
     send: Callable[[IngestPayload], Awaitable[None]]
     #: (tenant, user_id, session_id, evicted turn ids): feeds the running summary
     summarize: Callable[[str, str, str, list[str]], Coroutine[Any, Any, None]] | None = None
+    #: keeps an exchange that could not be sent, for replay
+    dead_letter: DeadLetter | None = None
 
 
 @dataclass
@@ -116,6 +118,7 @@ async def chat(
         buffer=deps.buffer,
         send=deps.send,
         summarize=deps.summarize,
+        dead_letter=deps.dead_letter,
         exchange=Exchange(
             tenant=tenant, user_id=user_id, session_id=session_id, message=message,
             reply=reply.content,

@@ -75,7 +75,7 @@ class _Reply:
         return spawn(
             remember_exchange(
                 buffer=self.deps.buffer, send=self.deps.send, summarize=self.deps.summarize,
-                exchange=exchange, watch=self.watch,
+                exchange=exchange, watch=self.watch, dead_letter=self.deps.dead_letter,
             ),
             what="remembering a streamed chat",
         )  # fmt: skip

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from memwell.core.redaction import describe
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -24,8 +26,9 @@ def spawn(work: Coroutine[Any, Any, T], *, what: str) -> asyncio.Task[T]:
 
     def _done(t: asyncio.Task[Any]) -> None:
         _pending.discard(t)
-        if not t.cancelled() and t.exception() is not None:
-            log.warning("%s failed: %s", what, t.exception())
+        if not t.cancelled() and (exc := t.exception()) is not None:
+            # The error's kind only: its text may quote what the user wrote.
+            log.warning("%s failed: %s", what, describe(exc))
 
     task.add_done_callback(_done)
     return task

@@ -353,6 +353,17 @@ class Settings(BaseSettings):
         description="After `reembed finish`, the previous model's vectors are kept this "
         "long (a way back), then dropped.",
     )
+    reembed_targets: str = Field(
+        default="",
+        max_length=4000,
+        validation_alias="MEMWELL_REEMBED_TARGETS",
+        description="The targets a tenant admin may re-embed to through "
+        "`POST /v1/admin/reembed`, besides the local models: comma-separated "
+        "`provider:model` or `provider:model@<endpoint URL>` (without an endpoint, an "
+        "`openai:` target embeds through OPENAI_BASE_URL). A tenant names a target by "
+        "`provider:model` only; no request carries an endpoint or a credential. The "
+        "operator's `memwell reembed start` may name any spec and `--base-url`.",
+    )
     reembed_stale_s: float = Field(
         default=120.0,
         ge=1,
@@ -659,6 +670,13 @@ class Settings(BaseSettings):
             ("http://", "https://")
         ):
             raise ValueError("OPENAI_BASE_URL must be an http(s) URL")
+        for entry in filter(None, (e.strip() for e in self.reembed_targets.split(","))):
+            spec, at, endpoint = entry.partition("@")
+            if ":" not in spec or (at and not endpoint.strip().startswith(("http://", "https://"))):
+                raise ValueError(
+                    f"MEMWELL_REEMBED_TARGETS entry {entry!r}: expected provider:model or "
+                    "provider:model@http(s)://endpoint"
+                )
         return self
 
     @property

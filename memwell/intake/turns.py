@@ -48,10 +48,21 @@ def _utf8(value: str) -> str:
     return value
 
 
+#: C0 controls and DEL, less tab, line feed and carriage return: no text a person
+#: writes holds them, a terminal or a log viewer acts on them, and Postgres refuses NUL.
+_CONTROL: Final = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
 def check_text(value: str, what: str = "text") -> str:
-    """Refuse what Postgres or the prompt cannot hold: NUL, blank, lone surrogates."""
+    """Refuse what Postgres or the prompt cannot hold: NUL, control characters, blank,
+    lone surrogates. Every door's text goes through here, so all refuse alike."""
     if "\x00" in value:
         raise ValueError(f"{what} must not contain NUL bytes")
+    if (control := _CONTROL.search(value)) is not None:
+        raise ValueError(
+            f"{what} must not contain control characters (U+{ord(control.group()):04X} "
+            f"at {control.start()})"
+        )
     if not value.strip():
         raise ValueError(f"{what} must not be blank")
     return _utf8(value)
@@ -129,6 +140,13 @@ Content = Annotated[
     str,
     Field(min_length=1, max_length=MAX_CONTENT_CHARS),
     AfterValidator(lambda value: check_text(value, "content")),
+]
+#: Search text: a query to recall by, at every door (REST search and context, MCP).
+MAX_QUERY_CHARS: Final = 8_000
+Query = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_QUERY_CHARS),
+    AfterValidator(lambda value: check_text(value, "query")),
 ]
 #: Free-form JSON kept with a turn or a memory.
 Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]

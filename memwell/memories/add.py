@@ -51,7 +51,7 @@ class NewMemory(BaseModel):
     valid_from: AwareInstant | None = Field(default=None, description="Default: now.")
     valid_to: AwareInstant | None = None
     expires_at: AwareInstant | None = None
-    pinned: bool = False
+    pinned: bool = Field(default=False, strict=True)
     source: Identifier | None = Field(
         default=None, description="Where it came from, e.g. 'crm-import'."
     )

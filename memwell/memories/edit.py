@@ -42,7 +42,7 @@ class MemoryPatch(BaseModel):
     kind: MemoryKind | None = None
     importance: float | None = Field(default=None, ge=0, le=1)
     metadata: Metadata | None = Field(default=None, description="Replaces the metadata.")
-    pinned: bool | None = None
+    pinned: bool | None = Field(default=None, strict=True)
     expires_at: AwareInstant | None = None
 
 

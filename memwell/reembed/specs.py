@@ -1,9 +1,13 @@
 """A target model named as `provider:model`, and the embedders built for it.
 
-The spec is stored with the migration, with the endpoint's base URL when one was
-given, so every process (worker, API, CLI) embeds with the same model whatever its
+The spec is stored with the migration, with the endpoint's base URL when the operator
+gave one, so every process (worker, API, CLI) embeds with the same model whatever its
 own environment selects. The API key never is: it comes from each process's
 OPENAI_API_KEY.
+
+Outbound endpoints are the operator's: a tenant names a target only from the list the
+operator allows (`allowed_target`), and never an endpoint, since the server would
+send its own key, and the tenant's memories, wherever the request pointed.
 """
 
 from __future__ import annotations
@@ -50,6 +54,29 @@ def parse_spec(spec: str, *, base_url: str | None = None) -> TargetSpec:
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise ValueError("the base URL must be an http(s) URL")
     return TargetSpec(provider=provider, model=model, base_url=base_url)
+
+
+def offered_targets(settings: Settings) -> dict[str, TargetSpec]:
+    """The targets a tenant may re-embed to, by spec: every local model, and the
+    operator's MEMWELL_REEMBED_TARGETS, each `provider:model` or
+    `provider:model@<endpoint>` (an `openai:` target without one embeds through this
+    server's OPENAI_BASE_URL). ValueError names a malformed entry."""
+    offered = {f"local:{name}": TargetSpec("local", name) for name in LOCAL_MODELS}
+    for entry in (e.strip() for e in settings.reembed_targets.split(",")):
+        if entry:
+            spec, _, endpoint = entry.partition("@")
+            target = parse_spec(spec.strip(), base_url=endpoint.strip() or None)
+            offered[target.spec] = target
+    return offered
+
+
+def offered_target(spec: str, settings: Settings) -> TargetSpec:
+    """A tenant's target, by name only: the operator's entry for `spec`, its endpoint
+    included. ValueError names the targets on offer."""
+    offered = offered_targets(settings)
+    if spec not in offered:
+        raise ValueError(f"target {spec!r} is not offered here; the targets are {sorted(offered)}")
+    return offered[spec]
 
 
 def build_target_embedder(
