@@ -64,6 +64,8 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_soft_time_limit=240,
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
+        # Keeps what it cannot run as a dead letter; Celery's own logs the body.
+        worker_consumer="worker.undecodable:KeepingConsumer",
         beat_schedule=beat_schedule(settings),
         timezone="UTC",
     )

@@ -17,6 +17,7 @@ from memwell.auth.size_limits import check_turns
 from memwell.core import stack
 from memwell.core.errors import TooLarge
 from memwell.core.queues import TaskName
+from memwell.core.redaction import describe
 from memwell.db.tenancy import tenant_transaction
 from memwell.intake import redis_inbox
 from memwell.intake.dead_letters import record_dead_letter, validation_summary
@@ -77,8 +78,7 @@ class MemwellTask(Task[Any, Any]):
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
         tenant = kwargs.get("tenant") or (kwargs.get("payload") or {}).get("tenant")
-        why = validation_summary(exc) if isinstance(exc, ValidationError) else str(exc)
-        _dead_letter(self.name, dict(kwargs), f"{type(exc).__name__}: {why}", tenant)
+        _dead_letter(self.name, dict(kwargs), describe(exc), tenant)
 
 
 def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: Any) -> None:

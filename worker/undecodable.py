@@ -1,0 +1,95 @@
+"""Messages the worker cannot read as a task: kept as dead letters, never logged.
+
+Celery's consumer handles a message it cannot decode (a body that is not UTF-8 or not
+JSON), one in no known format, one naming an unregistered task, or an invalid one by
+logging the whole body (a user's text, for an ingest message) and dropping it. A raw
+producer (docs/enqueue-contract.md) can send any of these. This consumer keeps each as
+a dead letter instead (its bytes as base64, with what the envelope says of them), and
+logs only the message id, its size and the error's class. The message then leaves the
+queue as Celery would have removed it: acknowledged, or rejected without requeue.
+
+Such a letter names no tenant (nothing in it could be read), so a user's erasure
+cannot find it: `memwell dlq list` shows it to the operator, who replays or purges.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+from celery.worker.consumer import Consumer
+
+from memwell.core import stack
+from memwell.core.redaction import describe
+from memwell.core.settings import get_settings
+from memwell.db.engine import make_engine, make_sessionmaker
+from memwell.intake.dead_letters import record_dead_letter
+
+log = logging.getLogger(__name__)
+
+#: The dead letter's task name for a message that could not be read as a task.
+UNREADABLE_TASK = "memwell.unreadable_message"
+
+
+def _task_name(message: Any) -> str:
+    headers = message.headers if isinstance(message.headers, dict) else {}
+    name = headers.get("task")
+    return name if isinstance(name, str) and 0 < len(name) <= 200 else UNREADABLE_TASK
+
+
+def _body_bytes(message: Any) -> bytes:
+    body = message.body
+    if isinstance(body, bytes):
+        return body
+    return str(body).encode("utf-8", "backslashreplace")
+
+
+def keep(message: Any, error: BaseException | None, why: str) -> None:
+    """Record `message` as a dead letter and log that it was, without its content."""
+    body = _body_bytes(message)
+    message_id = (message.headers or {}).get("id") if isinstance(message.headers, dict) else None
+    error_class = type(error).__name__ if error is not None else why
+    log.error(
+        "a message could not be read as a task (%s): id=%s, %d bytes, %s; kept as a dead letter",
+        why, message_id, len(body), error_class,
+    )  # fmt: skip
+    payload = {
+        "unreadable_body_b64": base64.b64encode(body).decode("ascii"),
+        "content_type": str(message.content_type),
+        "content_encoding": str(message.content_encoding),
+        "message_id": str(message_id),
+    }
+    engine = make_engine(stack.database_url(get_settings()), pool_size=1)
+    try:
+        with make_sessionmaker(engine).begin() as session:
+            record_dead_letter(
+                session,
+                task_name=_task_name(message),
+                payload=payload,
+                error=f"{why}: {describe(error) if error is not None else error_class}",
+            )
+    except Exception as exc:  # the database may be down: the count and the log remain
+        log.error("could not keep the unreadable message %s: %s", message_id, describe(exc))
+    finally:
+        engine.dispose()
+
+
+class KeepingConsumer(Consumer):
+    """Celery's consumer, keeping what it cannot run instead of logging it."""
+
+    def on_decode_error(self, message: Any, exc: BaseException) -> None:
+        keep(message, exc, "undecodable body")
+        message.ack()
+
+    def on_unknown_message(self, body: Any, message: Any) -> None:
+        keep(message, None, "unknown message format")
+        message.reject_log_error(log, self.connection_errors)  # type: ignore[attr-defined]
+
+    def on_unknown_task(self, body: Any, message: Any, exc: BaseException) -> None:
+        keep(message, exc, "unregistered task")
+        message.reject_log_error(log, self.connection_errors)  # type: ignore[attr-defined]
+
+    def on_invalid_task(self, body: Any, message: Any, exc: BaseException) -> None:
+        keep(message, exc, "invalid task message")
+        message.reject_log_error(log, self.connection_errors)  # type: ignore[attr-defined]
