@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+import redis
 import uvicorn
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
@@ -28,6 +29,8 @@ from memwell.core.queues import Queue, TaskName
 from memwell.core.settings import Settings
 from memwell.db.models import DeadLetter, Turn
 from memwell.intake.dispatch import producer_app
+from memwell.intake.task_message import task_message
+from memwell.intake.turns import MAX_CONTENT_CHARS
 from memwell.local.waiting import broker_idle, wait_for
 from memwell.local.worker_process import WorkerProcess
 from tests.support.fake_openai import FakeOpenAI
@@ -101,7 +104,25 @@ def _send_everywhere(
         producer_app(stack_env["REDIS_URL"]).send_task(
             TaskName.INGEST_TURNS, kwargs={"payload": payload}, queue=Queue.INGEST
         )
+    # Streamed and over the limit, at both doors that stream: refused before the stream.
+    over = f"{canary} " + "x" * MAX_CONTENT_CHARS
+    streamed = {"model": "m", "user": user, "stream": True,
+                "messages": [{"role": "user", "content": over}]}  # fmt: skip
+    assert api.post("/v1/chat/completions", headers=door_headers, json=streamed).status_code == 400
+    over_chat = {"user_id": user, "session_id": "s5", "message": over, "stream": True}
+    assert api.post("/v1/chat", headers=headers, json=over_chat).status_code == 422
     return accepted
+
+
+def _send_undecodable(redis_url: str, tenant: str, canary: str) -> str:
+    """A raw producer's message whose body is not UTF-8; returns its task id."""
+    kwargs = (
+        b'{"payload": {"v": 1, "tenant": "' + tenant.encode() + b'", "turns": [{"user_id": '
+        b'"u", "session_id": "s", "content": "' + canary.encode() + b' raw \xff"}]}}'
+    )
+    task_id, message = task_message(TaskName.INGEST_TURNS, kwargs, Queue.INGEST)
+    redis.Redis.from_url(redis_url).lpush(Queue.INGEST.value, message)
+    return task_id
 
 
 def test_no_log_carries_the_canary(
@@ -121,6 +142,7 @@ def test_no_log_carries_the_canary(
     worker_log_start = worker.log_path.stat().st_size
 
     accepted = _send_everywhere(app_with_model, headers, stack_env, tenant, user, canary)
+    raw_id = _send_undecodable(stack_env["REDIS_URL"], tenant, canary)
 
     def settled() -> bool:
         with db() as session:
@@ -130,7 +152,11 @@ def test_no_log_carries_the_canary(
             letters = session.scalars(
                 select(DeadLetter.id).where(DeadLetter.tenant == tenant)
             ).all()
-        return sorted(statuses) == ["processed"] * len(accepted) and len(letters) == 2
+            raw = session.scalars(
+                select(DeadLetter.id).where(DeadLetter.payload["message_id"].astext == raw_id)
+            ).all()
+        done = sorted(statuses) == ["processed"] * len(accepted)
+        return done and len(letters) == 2 and len(raw) == 1
 
     wait_for(settled, timeout=120, what="the turns to be processed and the poison dead-lettered")
     wait_for(lambda: broker_idle(stack_env["REDIS_URL"]), timeout=60, what="queues to drain")

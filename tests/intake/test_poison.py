@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+
+import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -9,6 +12,7 @@ import memwell
 from memwell.core.queues import Queue, TaskName
 from memwell.db.models import DeadLetter, Turn
 from memwell.intake.dispatch import producer_app
+from memwell.intake.task_message import task_message
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 
@@ -77,4 +81,34 @@ def test_a_nul_in_content_is_dead_lettered_escaped_and_never_logged(
     assert found.error.startswith("invalid payload: ") and "turns.0" in found.error
     assert canary not in found.error
     assert canary not in worker.log()
+    assert worker.alive()
+
+
+def test_an_undecodable_raw_message_is_kept_whole_and_never_logged(
+    stack_env: dict[str, str], worker: WorkerProcess, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    """A raw producer's body that is not UTF-8: Celery's consumer would log it whole
+    and drop it; ours keeps its bytes in a dead letter and logs id, size and class."""
+    canary = f"canary-{ids['user']}"
+    kwargs = (
+        b'{"payload": {"v": 1, "tenant": "' + ids["tenant"].encode() + b'", "turns": [{'
+        b'"user_id": "u", "session_id": "s", "content": "' + canary.encode() + b' \xff\xfe"}]}}'
+    )
+    task_id, message = task_message(TaskName.INGEST_TURNS, kwargs, Queue.INGEST)
+    redis.Redis.from_url(stack_env["REDIS_URL"]).lpush(Queue.INGEST.value, message)
+
+    def letter() -> DeadLetter | None:
+        with db() as session:
+            rows = session.scalars(
+                select(DeadLetter).where(DeadLetter.tenant.is_(None)).order_by(DeadLetter.id)
+            ).all()
+        return next((r for r in rows if r.payload.get("message_id") == task_id), None)
+
+    found = wait_for(letter, timeout=60, what="the dead letter of the undecodable message")
+    assert found.task_name == TaskName.INGEST_TURNS
+    assert base64.b64decode(found.payload["unreadable_body_b64"]).find(b"\xff\xfe") > 0
+    assert found.error.startswith("undecodable body")
+    log = worker.log()
+    assert task_id in log
+    assert canary not in log
     assert worker.alive()
