@@ -32,7 +32,18 @@ from typing import Any, Final
 
 import redis
 import redis.asyncio
-from sqlalchemy import Connection, bindparam, case, delete, func, select, text, update
+from sqlalchemy import (
+    Connection,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
@@ -61,12 +72,26 @@ REDACTED: Final = "[redacted]"
 _SCAN_BATCH: Final = 500
 
 
-# A dead letter holds a task's kwargs: an ingest payload's turns, or ids. Any object
-# anywhere in it with this user's id marks the letter as the user's.
+# A dead letter holds a task's kwargs: an ingest payload's turns, or ids, or a poison
+# payload of any shape (a misspelt field, a field in the wrong place). The user's id as
+# any string value, under any key, marks the letter as the user's: erasure errs
+# towards deleting, since it cannot know what a payload it could not parse meant.
 def _mentions_user(user_id: str) -> Any:
+    return text("jsonb_path_exists(dead_letters.payload, '$.** ? (@ == $u)', :vars)").bindparams(
+        bindparam("vars", value={"u": user_id}, type_=JSONB)
+    )
+
+
+# A message no worker could read (memwell/../worker/undecodable.py) is kept as its raw
+# bytes: it is the user's when those bytes hold both the tenant and the user id.
+def _raw_bytes_mention(tenant: str, user_id: str) -> Any:
     return text(
-        "jsonb_path_exists(dead_letters.payload, '$.** ? (@.user_id == $u)', :vars)"
-    ).bindparams(bindparam("vars", value={"u": user_id}, type_=JSONB))
+        "dead_letters.payload ? 'unreadable_body_b64' AND "
+        "position(convert_to(:raw_user, 'UTF8') in "
+        "decode(dead_letters.payload->>'unreadable_body_b64', 'base64')) > 0 AND "
+        "position(convert_to(:raw_tenant, 'UTF8') in "
+        "decode(dead_letters.payload->>'unreadable_body_b64', 'base64')) > 0"
+    ).bindparams(raw_user=user_id, raw_tenant=tenant)
 
 
 @dataclass(frozen=True)
@@ -137,7 +162,13 @@ def erase_outside_tenant(conn: Connection, *, tenant: str, user_id: str) -> dict
         "dead_letters_without_tenant": _count(
             conn,
             delete(DeadLetter)
-            .where(DeadLetter.tenant.is_(None), _mentions_user(user_id), _orphan_of(tenant))
+            .where(
+                DeadLetter.tenant.is_(None),
+                or_(
+                    and_(_mentions_user(user_id), _orphan_of(tenant)),
+                    _raw_bytes_mention(tenant, user_id),
+                ),
+            )
             .returning(DeadLetter.id),
         ),
     }
@@ -233,16 +264,48 @@ def erase_user_rows(
             UserErasure.user_hash == legacy_user_hash(tenant, user_id),
         )
     )
+    receipt = {"erased_at": erased_at.isoformat(), "counts": counts}
     stmt = insert(UserErasure).values(
-        tenant=tenant, user_hash=digest, erased_at=erased_at, receipt={"counts": counts}
+        tenant=tenant, user_hash=digest, erased_at=erased_at, receipt={"receipts": [receipt]}
     )
     session.execute(
         stmt.on_conflict_do_update(
             index_elements=["tenant", "user_hash"],
-            set_={"erased_at": stmt.excluded.erased_at, "receipt": stmt.excluded.receipt},
+            set_={"erased_at": stmt.excluded.erased_at, "receipt": _RECEIPTS_APPENDED},
         )
     )
     return erased_at, counts
+
+
+# A repeat erasure adds its receipt to the earlier ones, which stay the proof of what
+# each erased. A tombstone from before receipts were kept as a list held one receipt
+# under "counts": it becomes the list's first entry.
+_RECEIPTS_APPENDED: Final = text(
+    "jsonb_build_object('receipts', COALESCE(user_erasures.receipt->'receipts', "
+    "CASE WHEN user_erasures.receipt ? 'counts' THEN jsonb_build_array(jsonb_build_object("
+    "'erased_at', to_jsonb(user_erasures.erased_at), 'counts', user_erasures.receipt->'counts'))"
+    " ELSE '[]'::jsonb END) || (excluded.receipt->'receipts'))"
+)
+
+
+def erasure_receipts(session: Session, *, tenant: str, user_id: str) -> list[ErasureReceipt]:
+    """Every erasure of the user, oldest first, with what each removed."""
+    digests = [user_hash(tenant, user_id), legacy_user_hash(tenant, user_id)]
+    stored = session.scalars(
+        select(UserErasure.receipt).where(
+            UserErasure.tenant == tenant, UserErasure.user_hash.in_(digests)
+        )
+    ).all()
+    return [
+        ErasureReceipt(
+            tenant=tenant,
+            user_id=user_id,
+            counts=dict(entry["counts"]),
+            erased_at=datetime.fromisoformat(entry["erased_at"]),
+        )  # fmt: skip
+        for receipt in stored
+        for entry in receipt.get("receipts", [])
+    ]
 
 
 def erase_user_keys(client: redis.Redis, *, tenant: str, user_id: str) -> int:

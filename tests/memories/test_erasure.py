@@ -4,6 +4,7 @@ worker. Deleting one memory redacts its history but keeps the events."""
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -21,7 +22,7 @@ from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction
 from memwell.intake.dead_letters import record_dead_letter
 from memwell.local.waiting import broker_idle, wait_for
 from memwell.local.worker_process import WorkerProcess
-from memwell.memories.erasure import REDACTED, redact_memory_history
+from memwell.memories.erasure import REDACTED, erasure_receipts, redact_memory_history
 
 USER_TABLES = ("turns", "memories", "memory_events", "sessions")
 
@@ -194,3 +195,41 @@ def test_ingest_holds_a_lock_that_an_erasure_must_wait_for(db: sessionmaker[Sess
         with db.begin() as erasure:
             assert erasure.scalar(probe, {"k": user_hash("t", "bob")}) is False
             assert erasure.scalar(probe, {"k": user_hash("t", "carol")}) is True
+
+
+def test_each_erasure_keeps_its_receipt_and_unparsed_letters_are_erased(
+    api: TestClient,
+    db: sessionmaker[Session],
+    make_key: Callable[..., dict[str, str]],
+    ids: dict[str, str],
+) -> None:
+    tenant, victim = ids["tenant"], f"victim-{uuid.uuid4().hex[:8]}"
+    key = make_key(tenant, ("admin",))
+    body = {"user_id": victim, "memories": [{"content": "Likes figs."}]}
+    added = api.post("/v1/memories", headers=key, json=body)
+    assert added.status_code == 200, added.text
+    raw = f'{{"payload": {{"tenant": "{tenant}", "turns": [{{"user_id": "{victim}" \xff'
+    with db.begin() as session:
+        # A poison payload that names the user under a misspelt field, and a message no
+        # worker could decode (no tenant could be read from it).
+        record_dead_letter(
+            session, task_name="memwell.ingest_turns", tenant=tenant, error="test",
+            payload={"payload": {"tenant": tenant, "turns": [{"usr_id": victim, "x": "fig"}]}},
+        )  # fmt: skip
+        record_dead_letter(
+            session, task_name="memwell.ingest_turns", error="undecodable body",
+            payload={"unreadable_body_b64": base64.b64encode(raw.encode("latin-1")).decode()},
+        )  # fmt: skip
+
+    first = api.delete(f"/v1/users/{victim}", headers=key).json()["counts"]
+    assert first["memories"] == 1
+    assert first["dead_letters"] == 1 and first["dead_letters_without_tenant"] == 1
+    second = api.delete(f"/v1/users/{victim}", headers=key).json()["counts"]
+    assert second["memories"] == 0 and second["dead_letters"] == 0
+
+    with db() as session:
+        receipts = erasure_receipts(session, tenant=tenant, user_id=victim)
+    assert [r.counts["memories"] for r in receipts] == [1, 0]
+    assert receipts[0].erased_at < receipts[1].erased_at
+    with db() as session:
+        assert _rows_mentioning(session, victim) == {}
