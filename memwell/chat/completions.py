@@ -83,7 +83,9 @@ def last_user_message(messages: Sequence[Any]) -> str:
             text = text_of(message.get("content")).strip()
             if text:
                 return text
-    raise InvalidInput("messages hold no user message with text")
+    raise InvalidInput(
+        "the user's message must not be blank: messages hold no user message with text"
+    )
 
 
 def inject(messages: Sequence[Any], data_block: str) -> list[Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from memwell.core.errors import InvalidInput
+from memwell.core.redaction import describe
 from memwell.intake.turns import TurnIn
 
 LOCOMO_DATE = "%I:%M %p on %d %B, %Y"
@@ -37,7 +38,9 @@ def read_jsonl(path: Path) -> list[TurnIn]:
                     raise ValueError("a line must be a JSON object")
                 raw.setdefault("id", _stable_id(raw, line_no))
                 turns.append(TurnIn.model_validate(raw))
-            except (ValueError, ValidationError) as exc:
+            except ValidationError as exc:  # its text would quote the line: name the rules
+                raise InvalidInput(f"{path}:{line_no}: {describe(exc)}") from None
+            except ValueError as exc:
                 raise InvalidInput(f"{path}:{line_no}: {exc}") from exc
     return turns
 
