@@ -29,7 +29,7 @@ from api.sse import EventStream
 from memwell.auth.size_limits import check_message
 from memwell.chat.completions import Caller, complete, last_user_message, open_stream, text_of
 from memwell.core.errors import InvalidInput
-from memwell.intake.turns import Content, Identifier, check_text
+from memwell.intake.turns import Content, Identifier, check_text, first_reason
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 _IDENTIFIER: TypeAdapter[str] = TypeAdapter(Identifier)
@@ -82,8 +82,7 @@ class ChatCompletionRequest(BaseModel):
         try:
             _STORED.validate_python(self.stored_message)
         except ValidationError as exc:
-            why = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
-            raise ValueError(f"the last user message: {why}") from None
+            raise ValueError(f"the last user message: {first_reason(exc)}") from None
         return self
 
     @property

@@ -27,7 +27,7 @@ from memwell.core.settings import Settings
 from memwell.db.tenancy import async_tenant_session
 from memwell.embeddings.base import Embedder
 from memwell.intake.enqueue import enqueue_turns
-from memwell.intake.turns import Query, TurnIn
+from memwell.intake.turns import Query, TurnIn, first_reason
 from memwell.memories.add import AddedMemory, NewMemory, add_memories
 from memwell.memories.edit import EditResult, MemoryPatch
 from memwell.memories.edit import update_memory as edit_memory
@@ -118,8 +118,7 @@ def _query(query: str) -> str:
     try:
         return _QUERY.validate_python(query)
     except ValidationError as exc:
-        why = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
-        raise InvalidInput(f"query: {why}") from None
+        raise InvalidInput(f"query: {first_reason(exc)}") from None
 
 
 async def recall(deps: ToolDeps, *, user_id: str, query: str, k: int | None = None) -> Recall:

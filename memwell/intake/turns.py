@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationError,
     field_validator,
 )
 
@@ -51,6 +52,11 @@ def _utf8(value: str) -> str:
 #: C0 controls and DEL, less tab, line feed and carriage return: no text a person
 #: writes holds them, a terminal or a log viewer acts on them, and Postgres refuses NUL.
 _CONTROL: Final = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def first_reason(exc: ValidationError) -> str:
+    """The first rule a value broke, as a door reports it (never the value itself)."""
+    return str(exc.errors(include_input=False)[0]["msg"]).removeprefix("Value error, ")
 
 
 def check_text(value: str, what: str = "text") -> str:
