@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -57,7 +58,7 @@ def node_modules() -> Path:
     return CLIENT / "node_modules"
 
 
-def _stack_settings(stack_env: dict[str, str], fake_openai: FakeOpenAI, **extra: object) -> Settings:
+def _stack_settings(stack_env: dict[str, str], fake_openai: FakeOpenAI, **extra: float) -> Settings:
     return Settings(
         database_url=stack_env["DATABASE_URL"], redis_url=stack_env["REDIS_URL"],
         openai_base_url=fake_openai.base_url, openai_api_key="upstream-key",
@@ -126,4 +127,13 @@ def test_the_committed_types_are_generated_from_the_committed_document(
     _npm("exec", "--", "openapi-typescript", "openapi.json", "--output", str(fresh))
     assert fresh.read_text() == (CLIENT / "src" / "schema.ts").read_text(), (
         "clients/typescript/src/schema.ts is stale: run `npm run generate` in clients/typescript"
+    )
+
+
+def test_the_docs_example_is_the_one_the_suite_runs(repo_root: Path) -> None:
+    page = (repo_root / "docs" / "integrations" / "typescript.md").read_text()
+    block = re.search(r"^```ts\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
+    assert block is not None, "docs/integrations/typescript.md has no ```ts block"
+    assert block.group(1) == (CLIENT / "examples" / "quickstart.ts").read_text(), (
+        "the page's first TypeScript block must be clients/typescript/examples/quickstart.ts"
     )

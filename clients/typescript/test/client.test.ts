@@ -6,7 +6,7 @@ import { describe, test } from "node:test";
 import {
   type ChatStreamEvent, ForbiddenError, InvalidInputError, MemwellClient, NotFoundError,
   UnauthorizedError,
-} from "../src/index.js";
+} from "@memwell/client";
 import { client, freshId, stack } from "./stack.js";
 
 describe("chat", () => {

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 
 import {
   MemwellClient, OverloadedError, RateLimitedError, UnavailableError, backoffMs, parseRetryAfter,
-} from "../src/index.js";
+} from "@memwell/client";
 import { freshId, stack } from "./stack.js";
 
 describe("against a live rate limit (1/s, burst 2)", () => {

@@ -3,7 +3,7 @@
 
 import { randomUUID } from "node:crypto";
 
-import { MemwellClient } from "../src/index.js";
+import { MemwellClient } from "@memwell/client";
 
 function need(name: string): string {
   const value = process.env[name];

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { NotFoundError } from "../src/index.js";
+import { NotFoundError } from "@memwell/client";
 import { client, freshId, stack } from "./stack.js";
 
 test("a tenant's memories are invisible to another tenant's key", async () => {
