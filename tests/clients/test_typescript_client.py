@@ -32,8 +32,18 @@ from tests.support.profile_factory import seed_profile
 CLIENT = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 NPM = shutil.which("npm")
 NODE = shutil.which("node")
+
+
+def _node_major() -> int:
+    if NODE is None or NPM is None:
+        return 0
+    version = subprocess.run([NODE, "--version"], capture_output=True, text=True).stdout
+    match = re.match(r"v(\d+)\.", version)
+    return int(match.group(1)) if match else 0
+
+
 needs_node = pytest.mark.skipif(
-    NODE is None or NPM is None, reason="node and npm are not installed (Node 20+)"
+    _node_major() < 20, reason="Node 20 or later, with npm, is not installed"
 )
 KeyMaker = Callable[..., dict[str, str]]
 
@@ -52,8 +62,11 @@ def _npm(*args: str, env: dict[str, str] | None = None, timeout: float = 300) ->
 
 @pytest.fixture(scope="module")
 def node_modules() -> Path:
-    """The pinned packages of package-lock.json, installed once (`npm ci`)."""
-    if not (CLIENT / "node_modules" / ".package-lock.json").exists():
+    """The pinned packages of package-lock.json, installed (`npm ci`) when missing or
+    older than the lockfile."""
+    installed = CLIENT / "node_modules" / ".package-lock.json"
+    lock = CLIENT / "package-lock.json"
+    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
         _npm("ci", "--no-audit", "--no-fund")
     return CLIENT / "node_modules"
 
