@@ -31,6 +31,8 @@ export async function* readEvents(body: ReadableStream<Uint8Array>): AsyncGenera
       buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
       let newline: number;
       while ((newline = buffer.search(/\r\n|\r|\n/)) >= 0) {
+        // A CR that ends the chunk may be the first half of a CRLF: wait for the next.
+        if (!done && newline === buffer.length - 1 && buffer.endsWith("\r")) break;
         const line = buffer.slice(0, newline);
         buffer = buffer.slice(newline + (buffer.startsWith("\r\n", newline) ? 2 : 1));
         if (line.startsWith(":")) continue; // a comment, e.g. a keep-alive
