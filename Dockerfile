@@ -14,7 +14,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch
 
 WORKDIR /app
-COPY pyproject.toml README.md alembic.ini ./
+# What the build reads: setup.py maps alembic/ into the package (memwell.migrations), so
+# the installed image migrates from any directory with no alembic.ini.
+COPY pyproject.toml setup.py README.md ./
 COPY memwell ./memwell
 COPY api ./api
 COPY worker ./worker

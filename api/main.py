@@ -17,6 +17,7 @@ from api.openapi import install_openapi
 from api.redaction import install as install_log_redaction
 from api.routes import chat, health, memories, openai_compat, reembed, sessions, turns, users
 from api.state import build_state
+from memwell import __version__
 from memwell.core.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             await app.state.memwell.aclose()
 
-    app = FastAPI(title="Memwell", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="Memwell", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
     install_log_redaction()
     install_openapi(app)

@@ -110,7 +110,7 @@ def default_workers(cores: int | None = None) -> int:
     loop thread at 0.58 of a core, its query-embedding thread at 0.39); two served
     179-198 at p95 524-635 ms (and in an earlier run 124 against 133): about as many
     chats, a worse p95 (keep-alive connections stay with the process that accepted
-    them, and two processes split them unevenly), twice the model in memory. README,
+    them, and two processes split them unevenly), twice the model in memory. docs/operations.md,
     "API processes".
     """
     if cores is None:

@@ -149,7 +149,7 @@ def build_state(settings: Settings) -> AppState:
         retrieval=retrieval,
         buffer=buffer,
         model=build_chat_model(settings),
-        # The chat path's own durability (README "Durability"): the broker, like its
+        # The chat path's own durability (docs/durability.md): the broker, like its
         # buffer, or the Postgres outbox at about 10 ms more per exchange.
         send=partial(_send_to_outbox, accept)
         if settings.chat_durability == "outbox"

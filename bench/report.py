@@ -1,4 +1,4 @@
-"""Run every performance figure and rewrite the README's results table.
+"""Run every performance figure and rewrite the results table of docs/performance.md.
 
     python -m bench.report            # full scale (1M rows: hours on a small machine)
     python -m bench.report --quick    # small sizes, a few minutes
@@ -7,7 +7,7 @@
 
 Each figure runs as its own subprocess (fresh throwaway services and environment),
 its tables streamed to stderr as progress, and writes its headline dataclass as JSON;
-this reads them back and replaces the text between the README's markers. A figure that
+this reads them back and replaces the text between the page's markers. A figure that
 fails keeps a "failed" row, and the command exits non-zero; a real-data row whose data
 is missing (LoCoMo, see bench/harness/evaldata.py) keeps a "skipped" row.
 
@@ -138,14 +138,14 @@ def render(rows: list[ReportRow], *, quick: bool, started: datetime, only: list[
     return "\n".join(lines)
 
 
-def rewrite(readme: Path, table: str) -> None:
+def rewrite(page: Path, table: str) -> None:
     """Replace what lies between the markers; the markers must exist once each."""
-    text = readme.read_text()
+    text = page.read_text()
     if text.count(START) != 1 or text.count(END) != 1:
-        raise SystemExit(f"{readme} must hold {START} and {END} once each")
+        raise SystemExit(f"{page} must hold {START} and {END} once each")
     head, rest = text.split(START)
     _, tail = rest.split(END)
-    readme.write_text(f"{head}{START}\n{table}\n{END}{tail}")
+    page.write_text(f"{head}{START}\n{table}\n{END}{tail}")
 
 
 def selected(only: list[str] | None) -> list[Figure]:
@@ -165,7 +165,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes, a few minutes")
     p.add_argument("--only", nargs="+", help="figure keys, e.g. 1 4 5-locomo (default: all)")
-    p.add_argument("--readme", type=Path, default=REPO_ROOT / "README.md")
+    p.add_argument("--page", type=Path, default=REPO_ROOT / "docs" / "performance.md")
     p.add_argument("--no-write", action="store_true", help="print the table only")
     a = p.parse_args()
     figures = selected(a.only)
@@ -183,8 +183,8 @@ def main() -> int:
     table = render(rows, quick=a.quick, started=started, only=a.only or [])
     print(table)
     if not a.no_write:
-        rewrite(a.readme, table)
-        print(f"\nrewrote the results in {a.readme}", file=sys.stderr)
+        rewrite(a.page, table)
+        print(f"\nrewrote the results in {a.page}", file=sys.stderr)
     return 1 if any(r.measured.startswith("failed") for r in rows) else 0
 
 

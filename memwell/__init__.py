@@ -82,6 +82,8 @@ __all__ = [
     "enqueue_turn",
     "enqueue_turns",
 ]
+# The one place the version is written: the build reads it (pyproject.toml, dynamic),
+# and `memwell --version` prints it.
 __version__ = "0.1.0"
 
 

@@ -8,4 +8,6 @@ export HF_HUB_OFFLINE=1
 echo "==> ruff";  .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "==> mypy";  .venv/bin/mypy
 echo "==> import contracts"; .venv/bin/lint-imports
+# The documentation site, strictly: a broken link or a page left out of the nav fails.
+echo "==> docs"; NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
 echo "==> pytest"; exec .venv/bin/python -m pytest "$@"

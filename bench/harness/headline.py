@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 @dataclass(frozen=True)
 class ReportRow:
-    """One line of the README's results table."""
+    """One line of the results table (docs/performance.md)."""
 
     figure: str
     measured: str

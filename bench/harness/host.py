@@ -3,7 +3,7 @@ embedding and scan times 3-5x between hosts of the same kind, and how the local 
 runs (precision, threads, graph optimisation, sequence cap).
 
 Every figure prints both lines above its table, and `python -m bench.report` writes them
-into the README's results block: two runs are comparable only as ratios to floors
+into the results block of docs/performance.md: two runs are comparable only as ratios to floors
 measured in the same run, and only when these lines say why the floors differ.
 """
 

@@ -1,7 +1,7 @@
 """The configuration reference, generated from the Settings object so it cannot drift.
 
     python -m memwell.core.settings_docs > docs/configuration.md
-    python -m memwell.core.settings_docs --readme      # the README's short table, in place
+    python -m memwell.core.settings_docs --short-table # docs/settings.md's table, in place
 
 Each knob's environment variable, type, default and description come from the
 pydantic fields; the section headings come from the `# --- area ---` comments in
@@ -109,27 +109,29 @@ def render() -> str:
     return "\n".join(out)
 
 
-README_BEGIN = "<!-- settings table: generated from Settings; edit the names only -->"
-README_END = "<!-- end of settings table -->"
-_README_ENV = re.compile(r"^\| `(?P<env>[A-Z0-9_]+)` \|", re.M)
+SHORT_BEGIN = "<!-- settings table: generated from Settings; edit the names only -->"
+SHORT_END = "<!-- end of settings table -->"
+_SHORT_ENV = re.compile(r"^\| `(?P<env>[A-Z0-9_]+)` \|", re.M)
 
 
-def render_readme_table(readme: str) -> str:
-    """The README with its short settings table rebuilt for the variables it lists, so
-    its defaults and descriptions always come from the settings."""
-    head, found, rest = readme.partition(README_BEGIN)
-    block, end, tail = rest.partition(README_END)
+SHORT_PAGE = Path("docs") / "settings.md"
+
+
+def render_short_table(page: str) -> str:
+    """The page (docs/settings.md) with its short settings table rebuilt for the
+    variables it lists, so its defaults and descriptions always come from the settings."""
+    head, found, rest = page.partition(SHORT_BEGIN)
+    block, end, tail = rest.partition(SHORT_END)
     if not found or not end:
-        raise ValueError("the README has no generated settings table")
+        raise ValueError(f"{SHORT_PAGE} has no generated settings table")
     by_env = {_env_name(n, f): (n, f) for n, f in Settings.model_fields.items()}
-    rows = [_row(*by_env[m.group("env")]) for m in _README_ENV.finditer(block)]
+    rows = [_row(*by_env[m.group("env")]) for m in _SHORT_ENV.finditer(block)]
     table = ["", "| variable | type | default | meaning |", "|---|---|---|---|", *rows, ""]
-    return head + README_BEGIN + "\n".join(table) + README_END + tail
+    return head + SHORT_BEGIN + "\n".join(table) + SHORT_END + tail
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--readme"]:
-        readme = Path("README.md")
-        readme.write_text(render_readme_table(readme.read_text()))
+    if sys.argv[1:] == ["--short-table"]:
+        SHORT_PAGE.write_text(render_short_table(SHORT_PAGE.read_text()))
     else:
         print(render(), end="")

@@ -5,7 +5,7 @@ dispatch goes to the broker afterwards. If that send fails, or Redis later loses
 message (a crash inside the AOF fsync window, a wiped broker), the turn is still in
 Postgres and the sweeper re-dispatches it. So an API acknowledgement survives any
 Redis loss. `enqueue_turn` (broker only, no database) cannot do this: its durability
-is Redis's (AOF, and the inbox in memwell/intake/redis_inbox.py; see README).
+is Redis's (AOF, and the inbox in memwell/intake/redis_inbox.py; see docs/durability.md).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from memwell import __version__
 from memwell.local.admin_cli import dlq, keys
 from memwell.local.cli_errors import OneLineErrors
 from memwell.local.maintenance_cli import maintenance
@@ -20,6 +21,7 @@ from memwell.local.reembed_cli import reembed
 
 
 @click.group(cls=OneLineErrors)
+@click.version_option(__version__, "--version", "-V", prog_name="memwell")
 @click.option(
     "--debug", is_flag=True, envvar="MEMWELL_DEBUG", help="Show the traceback of a failure."
 )

@@ -12,7 +12,7 @@ The API runs as many uvicorn processes as `memwell api` does by default
 (MEMWELL_API_WORKERS, else one per two cores: api/server.py default_workers): on a
 2-core machine one, which under load keeps about one core busy while Postgres, Valkey
 and the workers share the other; a second process served about as many chats at a
-worse p95 (README, "API processes").
+worse p95 (docs/operations.md, "API processes").
 """
 
 from __future__ import annotations

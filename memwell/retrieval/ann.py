@@ -1,7 +1,7 @@
 """Per-user ANN indexes for the rare huge user, made and dropped by a maintenance job.
 
 An exact scan of one user's rows beats any index up to tens of thousands of rows (see
-README, "Retrieval"). Above `ann_threshold_rows` live memories of one embedding model,
+docs/retrieval.md). Above `ann_threshold_rows` live memories of one embedding model,
 a user gets a partial HNSW index of their own:
 
     CREATE INDEX CONCURRENTLY ix_ann_<hash> ON memories

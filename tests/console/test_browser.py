@@ -1,7 +1,7 @@
 """The console in a real headless Chromium: the walk an operator takes, from sign-in
 to erasing a user, and proof that stored markup never runs.
 
-With MEMWELL_CONSOLE_SCREENSHOTS=<dir> the walk also saves the README's screenshots
+With MEMWELL_CONSOLE_SCREENSHOTS=<dir> the walk also saves the console page's screenshots
 there (`docs/console`), with a live worker so the pipeline page shows one.
 """
 

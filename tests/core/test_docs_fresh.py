@@ -24,10 +24,11 @@ def test_configuration_reference_names_every_setting(repo_root: Path) -> None:
         assert f"`{env}`" in page
 
 
-def test_readme_settings_table_is_fresh(repo_root: Path) -> None:
-    from memwell.core.settings_docs import render_readme_table
+def test_short_settings_table_is_fresh(repo_root: Path) -> None:
+    from memwell.core.settings_docs import SHORT_PAGE, render_short_table
 
-    readme = (repo_root / "README.md").read_text()
-    assert readme == render_readme_table(readme), (
-        "the README's settings table is stale: run `python -m memwell.core.settings_docs --readme`"
+    page = (repo_root / SHORT_PAGE).read_text()
+    assert page == render_short_table(page), (
+        f"{SHORT_PAGE}'s settings table is stale: run "
+        "`python -m memwell.core.settings_docs --short-table`"
     )

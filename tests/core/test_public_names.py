@@ -1,4 +1,4 @@
-"""What the README promises importable from `memwell` is importable from `memwell`."""
+"""What the README and the docs promise importable from `memwell` is importable from it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 import memwell
 
 
-def test_every_error_class_the_readme_names_imports_from_memwell(repo_root: Path) -> None:
-    readme = (repo_root / "README.md").read_text()
+def test_every_error_class_the_docs_name_imports_from_memwell(repo_root: Path) -> None:
+    pages = [repo_root / "README.md", repo_root / "docs" / "sdk.md"]
+    readme = "\n".join(page.read_text() for page in pages)
     named = set(re.findall(r"`(?:memwell\.)?([A-Z][A-Za-z]*Error)`", readme))
     assert {"APIError", "ForbiddenError", "PayloadTooLargeError", "ServerError"} <= named
     missing = sorted(name for name in named if not hasattr(memwell, name))

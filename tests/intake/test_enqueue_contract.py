@@ -13,7 +13,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.db.models import Memory, Turn
-from memwell.intake.contract import payload_schema, render_schema
+from memwell.intake.contract import packaged_schema, payload_schema, render_schema
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 
@@ -73,11 +73,13 @@ def test_foreign_celery_app_enqueues_and_the_worker_consolidates(
 
 
 def test_published_schema_is_fresh(repo_root: Path) -> None:
-    published = (repo_root / "docs" / "ingest-payload.v1.schema.json").read_text()
-    assert published == render_schema(), (
-        "docs/ingest-payload.v1.schema.json is stale: run "
-        "`python -m memwell.intake.contract > docs/ingest-payload.v1.schema.json`"
-    )
+    for copy in ("docs", "memwell/intake"):
+        published = (repo_root / copy / "ingest-payload.v1.schema.json").read_text()
+        assert published == render_schema(), (
+            f"{copy}/ingest-payload.v1.schema.json is stale: run "
+            "`python -m memwell.intake.contract --write`"
+        )
+    assert packaged_schema() == render_schema()
 
 
 def test_schema_rejects_what_the_worker_rejects() -> None:

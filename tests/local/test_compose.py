@@ -39,3 +39,16 @@ def test_one_beat_healthchecks_and_an_optional_flower(repo_root: Path) -> None:
     for name in ("postgres", "redis", "api", "beat"):
         assert "healthcheck" in services[name], name
     assert services["flower"]["profiles"] == ["flower"]
+
+
+def test_the_image_copies_what_the_build_reads(repo_root: Path) -> None:
+    """Every COPY source exists, and the build's inputs are all copied: pyproject.toml,
+    setup.py (the migrations' mapping), alembic/ and the three packages."""
+    copied: set[str] = set()
+    for line in (repo_root / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            sources = line.split()[1:-1]
+            copied.update(s for s in sources if not s.startswith("--"))
+    for source in copied:
+        assert (repo_root / source).exists(), f"the Dockerfile copies a missing {source}"
+    assert {"pyproject.toml", "setup.py", "alembic", "memwell", "api", "worker"} <= copied
