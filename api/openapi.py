@@ -106,19 +106,3 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
 
 def install_openapi(app: FastAPI) -> None:
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
-
-
-def main() -> None:
-    """Print the served OpenAPI document, as committed for client generators
-    (`python -m api.openapi > clients/typescript/openapi.json`)."""
-    import json
-    import sys
-
-    from api.main import create_app
-
-    json.dump(create_app().openapi(), sys.stdout, indent=2, sort_keys=True, ensure_ascii=False)
-    sys.stdout.write("\n")
-
-
-if __name__ == "__main__":
-    main()
