@@ -20,9 +20,7 @@ def api_url(stack_env: dict[str, str]) -> Iterator[str]:
 
 
 @pytest.fixture
-def client_of(
-    api_url: str, make_key: Callable[..., dict[str, str]]
-) -> Iterator[ClientOf]:
+def client_of(api_url: str, make_key: Callable[..., dict[str, str]]) -> Iterator[ClientOf]:
     """`client_of(tenant)`: a client with a read/write key of that tenant."""
     made: list[memwell.MemoryClient] = []
 
