@@ -106,7 +106,7 @@ async def read_transcript(
             (row.created_at, float(row.seq), 0),
             TranscriptTurn(
                 turn_id=row.id, role=row.role, content=row.content, created_at=row.created_at,
-                stored=True, status=row.status,  # type: ignore[arg-type]
+                stored=True, status=row.status,
                 metadata=dict(row.metadata_ or {}),
             ),
         )
