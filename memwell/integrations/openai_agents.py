@@ -28,7 +28,8 @@ from typing import Any
 
 from agents import FunctionTool, function_tool
 from agents.items import TResponseInputItem
-from agents.memory import SessionABC
+from agents.memory import SessionABC, SessionSettings
+from agents.memory.session_settings import resolve_session_limit
 
 from memwell.sdk import AsyncMemoryClient, TranscriptTurn
 
@@ -74,15 +75,26 @@ def _item(turn: TranscriptTurn) -> TResponseInputItem:
 class MemwellSession(SessionABC):
     """An Agents SDK session whose items are one Memwell session's turns."""
 
-    def __init__(self, client: AsyncMemoryClient, *, user_id: str, session_id: str) -> None:
+    def __init__(
+        self,
+        client: AsyncMemoryClient,
+        *,
+        user_id: str,
+        session_id: str,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
         self.client = client
         self.user_id = user_id
         self.session_id = session_id
+        self.session_settings = session_settings
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The newest `limit` items (default: the settings' limit, else all, up to the
+        transcript's 1,000 turns), oldest first."""
         transcript = await self.client.transcript(
-            user_id=self.user_id, session_id=self.session_id, limit=limit
-        )
+            user_id=self.user_id, session_id=self.session_id,
+            limit=resolve_session_limit(limit, self.session_settings),
+        )  # fmt: skip
         return [_item(turn) for turn in transcript.turns]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agents import Agent, FunctionTool, Model, ModelResponse, Runner, Usage
+from agents.memory import SessionSettings
 from agents.tool_context import ToolContext
 from openai.types.responses import (
     ResponseFunctionToolCall,
@@ -63,6 +64,9 @@ def test_session_adds_gets_pops_and_clears_items(
             assert await session.get_items(limit=2) == items[2:]
             assert await session.pop_item() == items[3]
             assert await session.get_items() == items[:3]
+            limited = MemwellSession(mw, user_id=ids["user"], session_id=ids["session"],
+                                     session_settings=SessionSettings(limit=1))  # fmt: skip
+            assert await limited.get_items() == items[2:3]
             await session.clear_session()
             assert await session.get_items() == []
             assert await session.pop_item() is None
