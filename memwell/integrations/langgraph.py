@@ -8,8 +8,9 @@
 
 Mapping:
 - A namespace's label at `user_label` (default 0: `(user_id, "memories")`) is the
-  Memwell user; the whole namespace and the key are kept in the memory's metadata
-  (under "langgraph"), so deeper labels (an agent, a topic) scope items inside the user.
+  Memwell user, and with `agent_label` set (1 for `(user_id, agent_id, ...)`) that
+  label is the memory's agent_id; the whole namespace and the key are kept in the
+  memory's metadata (under "langgraph"), so deeper labels scope items inside the user.
 - `put` with a dict stores a memory through the direct-add path (POST /v1/memories),
   reconciled like every memory: a put that repeats a memory the user already has
   reinforces or merges into it, and that memory answers to both keys; a changed fact
@@ -95,9 +96,13 @@ def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
 class MemwellStore(BaseStore):
     """A LangGraph store whose items are Memwell memories of the client's tenant."""
 
-    def __init__(self, client: MemoryClient, *, user_label: int = 0) -> None:
+    def __init__(
+        self, client: MemoryClient, *, user_label: int = 0, agent_label: int | None = None
+    ) -> None:
         self.client = client
         self.user_label = user_label
+        #: the namespace label that is the memory's agent_id, e.g. 1 for (user, agent, ...)
+        self.agent_label = agent_label
 
     # --- the batch LangGraph calls ----------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -126,6 +131,11 @@ class MemwellStore(BaseStore):
                 f"namespace {namespace!r} has no user label at position {self.user_label}"
             )
         return namespace[self.user_label]
+
+    def _agent(self, namespace: tuple[str, ...]) -> str | None:
+        if self.agent_label is None or len(namespace) <= self.agent_label:
+            return None
+        return namespace[self.agent_label]
 
     def _find(self, namespace: tuple[str, ...], key: str) -> Memory | None:
         alias = {META: {"aliases": [_enc((*namespace, key))]}}
@@ -175,9 +185,11 @@ class MemwellStore(BaseStore):
                 self._delete(existing)
         if value is None:
             return
+        agent = self._agent(namespace)
         added = self.client.add_memory(
             user_id=self._user(namespace), content=_content(value),
             metadata={META: self._record([alias], value)},
+            **({"agent_id": agent} if agent is not None else {}),
         )  # fmt: skip
         if added.action in ("reinforced", "merged"):
             # Deduplicated into a memory the user already has: it answers to this key too.

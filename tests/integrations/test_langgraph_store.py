@@ -197,3 +197,17 @@ def test_a_tenant_never_sees_another_tenants_items(
     assert theirs.list_namespaces(prefix=(user,)) == []
     theirs.delete(ns, "k1")
     assert mine.get(ns, "k1") is not None
+
+
+def test_an_agent_label_scopes_memories_to_memwells_agent(
+    client: memwell.MemoryClient, ids: dict[str, str]
+) -> None:
+    user = ids["user"]
+    store = MemwellStore(client, agent_label=1)
+    store.put((user, "planner", "notes"), "n1", {"content": "Ada's trip to Oslo is in May."})
+    store.put((user,), "top", {"content": "Ada likes snow."})
+    planner = client.list_memories(user_id=user, agent_id="planner")
+    assert [m.content for m in planner.memories] == ["Ada's trip to Oslo is in May."]
+    assert client.list_memories(user_id=user).total == 2
+    got = store.get((user, "planner", "notes"), "n1")
+    assert got is not None and got.namespace == (user, "planner", "notes")
