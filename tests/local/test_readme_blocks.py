@@ -7,14 +7,24 @@ that cannot run here says so in a first-line comment `# not run by the tests: <w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from memwell.local.worker_process import WorkerProcess
-from tests.support.doc_blocks import SKIP, python_blocks
 from tests.support.live_api import serve_api
+
+SKIP = "# not run by the tests:"
+
+
+def python_blocks(readme: str) -> list[tuple[int, str]]:
+    """(line number, code) of every ```python block."""
+    found = []
+    for m in re.finditer(r"^```python\n(.*?)^```", readme, re.M | re.S):
+        found.append((readme.count("\n", 0, m.start()) + 1, m.group(1)))
+    return found
 
 
 def test_readme_has_python_blocks_to_run(repo_root: Path) -> None:
