@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, Json, field_validator
 
 from api.deps import ReadTenantDep, StateDep, TenantDep, WriteTenantDep
 from api.schemas import (
@@ -20,7 +20,7 @@ from api.schemas import (
 )
 from memwell.auth.size_limits import check_memories
 from memwell.chat.context import build_context
-from memwell.intake.turns import Identifier, Instant
+from memwell.intake.turns import Identifier, Instant, check_metadata
 from memwell.memories.add import MAX_BATCH, AddResult, MemoryKind, NewMemory, add_memories
 from memwell.memories.edit import EditResult, MemoryPatch, update_memory
 from memwell.memories.listing import MAX_PAGE, MemoryFilters, MemoryPage, Sort, list_memories
@@ -140,6 +140,11 @@ class MemoryListQuery(BaseModel):
     created_after: Instant | None = None
     created_before: Instant | None = None
     pinned: bool | None = None
+    metadata: Json[dict[str, Any]] | None = Field(
+        default=None,
+        description="A JSON object: memories whose metadata contains it (JSONB "
+        'containment, as search\'s metadata filter), e.g. `{"topic":"food"}`.',
+    )
     include: list[Literal["deleted", "superseded"]] | None = Field(
         default=None, description="Also list tombstoned and/or superseded memories."
     )
@@ -157,7 +162,14 @@ class MemoryListQuery(BaseModel):
             agent_id=self.agent_id, created_after=self.created_after,
             created_before=self.created_before, pinned=self.pinned,
             include_deleted="deleted" in include, include_superseded="superseded" in include,
+            metadata=self.metadata or None,
         )  # fmt: skip
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_is_plain_json(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        # Checked like stored metadata: jsonb would refuse it with a server error.
+        return None if value is None else check_metadata(value)
 
 
 @router.get("/memories", summary="List a user's memories, paged")

@@ -1,10 +1,14 @@
-"""POST /v1/turns (batch enqueue) and GET /v1/turns/{id} (consolidation status)."""
+"""POST /v1/turns (batch enqueue), GET /v1/turns/{id} (consolidation status), and a
+session's transcript: GET /v1/turns?user_id&session_id lists its turns, DELETE clears
+them (all, or the `turn_id`s named)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Annotated
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Query, status
+from pydantic import BaseModel, ConfigDict, Field
 
 import api.convertors  # noqa: F401  (registers {name:id})
 from api.deps import ReadTenantDep, StateDep, WriteTenantDep
@@ -12,7 +16,14 @@ from api.schemas import IdentifierPath, TurnBatch, TurnBatchAccepted, TurnStatus
 from memwell.auth.size_limits import check_turns
 from memwell.db.tenancy import async_tenant_session
 from memwell.intake.turn_status import get_turn
-from memwell.intake.turns import IngestPayload
+from memwell.intake.turns import Identifier, IngestPayload
+from memwell.sessions.transcript import (
+    MAX_TRANSCRIPT,
+    Transcript,
+    TranscriptCleared,
+    clear_transcript,
+    read_transcript,
+)
 
 router = APIRouter(prefix="/v1/turns", tags=["turns"])
 
@@ -44,3 +55,51 @@ async def get_turn_status(
         session_id=turn.session_id,
         processed_at=turn.processed_at,
     )
+
+
+class OfSession(BaseModel):
+    """A closed model: a parameter the transcript does not know is refused (422)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: Identifier
+    session_id: Identifier
+
+
+class TranscriptQuery(OfSession):
+    limit: int = Field(default=MAX_TRANSCRIPT, ge=1, le=MAX_TRANSCRIPT)
+
+
+class ClearQuery(OfSession):
+    turn_id: list[Identifier] | None = Field(
+        default=None,
+        max_length=MAX_TRANSCRIPT,
+        description="Delete only these stored turns; unset: the whole session.",
+    )
+
+
+@router.get("", summary="A session's transcript: its turns, stored and buffered")
+async def get_transcript(
+    query: Annotated[TranscriptQuery, Query()], state: StateDep, tenant: ReadTenantDep
+) -> Transcript:
+    """Oldest first; the newest `limit` turns. Unknown sessions are empty, not 404:
+    a chat history starts empty."""
+    async with async_tenant_session(state.sessions, tenant) as session:
+        return await read_transcript(
+            session, buffer=state.chat.buffer, tenant=tenant, user_id=query.user_id,
+            session_id=query.session_id, limit=query.limit,
+        )  # fmt: skip
+
+
+@router.delete("", summary="Clear a session's transcript (memories stay)")
+async def delete_transcript(
+    query: Annotated[ClearQuery, Query()], state: StateDep, tenant: WriteTenantDep
+) -> TranscriptCleared:
+    """The named turns, or the whole session's turns, row and buffer. Memories already
+    consolidated from them stay: DELETE /v1/sessions/{id}?with_memories=true removes
+    those too."""
+    async with async_tenant_session(state.sessions, tenant) as session:
+        return await clear_transcript(
+            session, buffer=state.chat.buffer, tenant=tenant, user_id=query.user_id,
+            session_id=query.session_id, turn_ids=query.turn_id or (),
+        )  # fmt: skip

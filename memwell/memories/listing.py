@@ -39,6 +39,8 @@ class MemoryFilters:
     include_superseded: bool = False
     #: full-text match on the content (web search syntax), by the memories' GIN index
     text: str | None = None
+    #: JSONB containment, as search's metadata filter: rows whose metadata contains this
+    metadata: dict[str, Any] | None = None
 
 
 class MemoryPage(BaseModel):
@@ -74,6 +76,8 @@ def _where(tenant: str, user_id: str, f: MemoryFilters) -> list[ColumnElement[bo
         conditions.append(Memory.created_at < f.created_before)
     if f.pinned is not None:
         conditions.append(Memory.pinned.is_(f.pinned))
+    if f.metadata:
+        conditions.append(Memory.metadata_.contains(f.metadata))
     if f.text:
         # The same configuration as the generated `fts` column, so the index applies.
         query = func.websearch_to_tsquery(literal_column("'english'::regconfig"), f.text)

@@ -17,6 +17,7 @@ endpoints by the integration run once those land.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from memwell.sdk.models import (
     SearchResult,
     SessionInfo,
     SessionPage,
+    Transcript,
     TurnsAccepted,
     TurnStatus,
     UserInfo,
@@ -220,6 +222,10 @@ def _query(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def list_memories(*, user_id: str, options: Mapping[str, Any]) -> Call[MemoryPage]:
+    options = dict(options)
+    if options.get("metadata") is not None:
+        # One query parameter, a JSON object (JSONB containment on the server).
+        options["metadata"] = json.dumps(options["metadata"], separators=(",", ":"))
     params = _query({"user_id": user_id, **options})
     return Call("GET", "/v1/memories", MemoryPage.model_validate, retryable=True, params=params)
 
@@ -288,3 +294,15 @@ def get_profile(
         "GET", f"/v1/users/{_seg(user_id)}/profile", UserProfile.model_validate,
         retryable=True, params=params,
     )  # fmt: skip
+
+
+def transcript(*, user_id: str, session_id: str, limit: int | None) -> Call[Transcript]:
+    params = _query({"user_id": user_id, "session_id": session_id, "limit": limit})
+    return Call("GET", "/v1/turns", Transcript.model_validate, retryable=True, params=params)
+
+
+def clear_transcript(
+    *, user_id: str, session_id: str, turn_ids: Iterable[str] | None
+) -> Call[Receipt]:
+    params = _query({"user_id": user_id, "session_id": session_id, "turn_id": list(turn_ids or ())})
+    return Call("DELETE", "/v1/turns", Receipt.model_validate, retryable=True, params=params)

@@ -52,6 +52,7 @@ from memwell.sdk.models import (
     SearchResult,
     SessionInfo,
     SessionPage,
+    Transcript,
     TurnsAccepted,
     TurnStatus,
     UserInfo,
@@ -261,18 +262,21 @@ class MemoryClient:
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         pinned: bool | None = None,
+        metadata: Mapping[str, Any] | None = None,
         include: Sequence[str] = (),
         sort: str = "newest",
         limit: int = 50,
         cursor: str | None = None,
     ) -> MemoryPage:
         """One page of the user's memories (newest, importance or strength first), with
-        the total; `include` may name "deleted" and "superseded". Pass the page's
+        the total; `metadata` keeps those whose metadata contains it; `include` may name
+        "deleted" and "superseded". Pass the page's
         `next_cursor` back as `cursor` for the next one."""
         options = {
             "kind": list(kinds or ()), "session_id": session_id, "agent_id": agent_id,
             "created_after": created_after, "created_before": created_before,
-            "pinned": pinned, "include": list(include), "sort": sort, "limit": limit,
+            "pinned": pinned, "metadata": metadata, "include": list(include), "sort": sort,
+            "limit": limit,
             "cursor": cursor,
         }  # fmt: skip
         return self._run(_ops.list_memories(user_id=user_id, options=options))
@@ -327,6 +331,20 @@ class MemoryClient:
         produced); returns counts per store. Needs an admin-scoped key."""
         return self._run(
             _ops.delete_session(session_id, user_id=user_id, with_memories=with_memories)
+        )
+
+    def transcript(self, *, user_id: str, session_id: str, limit: int | None = None) -> Transcript:
+        """The session's turns, oldest first (the newest `limit`, at most 1,000): stored
+        turns and those only in the buffer, each once. An unknown session is empty."""
+        return self._run(_ops.transcript(user_id=user_id, session_id=session_id, limit=limit))
+
+    def clear_transcript(
+        self, *, user_id: str, session_id: str, turn_ids: Iterable[str] | None = None
+    ) -> Receipt:
+        """Delete the named stored turns of the session, or with none named all of it
+        (turns, row, buffer). Memories already consolidated from them stay."""
+        return self._run(
+            _ops.clear_transcript(user_id=user_id, session_id=session_id, turn_ids=turn_ids)
         )
 
     def list_users(self, *, limit: int = 50, cursor: str | None = None) -> UserPage:

@@ -225,3 +225,24 @@ class Receipt(_Result):
     """What a deletion removed, with counts per store."""
 
     counts: dict[str, int] = Field(default_factory=dict)
+
+
+class TranscriptTurn(_Result):
+    """One turn of a session: `stored` when its row is in Postgres (with its
+    consolidation `status`), else only in the session's buffer."""
+
+    turn_id: str
+    role: str
+    content: str
+    created_at: datetime | None = None
+    stored: bool = True
+    status: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Transcript(_Result):
+    """A session's turns, oldest first."""
+
+    user_id: str
+    session_id: str
+    turns: list[TranscriptTurn] = Field(default_factory=list)

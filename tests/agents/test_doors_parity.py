@@ -1,4 +1,5 @@
-"""Every door ranks alike: the same query through REST, the SDK and an MCP client returns
+"""Every door ranks alike: the same query through REST, the SDK, an MCP client and the
+OpenAI Agents SDK's `recall` tool returns
 the same memories in the same order with the same scores. Covered: a hybrid text match
 that the vector half alone would miss, and a user searched through a per-user ANN index.
 A user's profile reads the same through every door too, and fails alike for a stranger.
@@ -7,6 +8,7 @@ A user's profile reads the same through every door too, and fails alike for a st
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -123,11 +125,35 @@ def test_rest_sdk_and_mcp_return_the_same_ranking(
             with memwell.MemoryClient(url, api_key=key, timeout=30) as client:
                 sdk = [_ranked(client.search(user_id=user, query=q).hits) for q in QUERIES]
             mcp = _mcp_recall(stack_env, tenant, user)
-            assert rest == sdk == mcp, user
+            agents_tool = _agents_recall(url, key, user)
+            assert rest == sdk == mcp == agents_tool, user
             # The hybrid half reached every door: the text-only memory is found.
             with db() as session:
                 zanzibar = _memory_id(session, tenant, user, TEXT_ONLY[0])
             assert rest[0] and rest[0][0][0] == zanzibar
+
+
+def _agents_recall(url: str, key: str, user: str) -> list[Ranked]:
+    """The OpenAI Agents SDK's `recall` tool, invoked as a Runner invokes it."""
+    from agents.tool_context import ToolContext
+
+    from memwell.integrations.openai_agents import memory_tools
+
+    async def run() -> list[Ranked]:
+        async with memwell.AsyncMemoryClient(url, api_key=key, timeout=30) as client:
+            recall = memory_tools(client, user_id=user, session_id="parity")[1]
+            found = []
+            for query in QUERIES:
+                raw = json.dumps({"query": query})
+                context = ToolContext(
+                    context=None, tool_name="recall", tool_call_id="c", tool_arguments=raw
+                )
+                out = await recall.on_invoke_tool(context, raw)
+                assert isinstance(out, dict), out
+                found.append(_ranked(out["memories"]))
+            return found
+
+    return asyncio.run(run())
 
 
 def _memory_id(session: Session, tenant: str, user: str, content: str) -> str:

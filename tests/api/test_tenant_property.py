@@ -123,6 +123,9 @@ actions = st.one_of(
     st.tuples(st.just("erase"), st.sampled_from(VICTIMS)),
     st.tuples(st.just("list"), st.sampled_from(USERS + VICTIMS)),
     st.tuples(st.just("patch"), st.integers(0, len(MARKERS) - 1), st.sampled_from(USERS)),
+    st.tuples(
+        st.just("transcript"), st.sampled_from(USERS + VICTIMS), st.sampled_from(SESSION_IDS)
+    ),
 )
 
 
@@ -216,6 +219,19 @@ def _check_session(api: TestClient, w: World, me: int, user: str, session_id: st
             assert not [m for m in MARKERS if m != MARKERS[me] and m in turn["content"]]
     else:
         assert response.status_code == 404, response.text
+
+
+def _check_transcript(api: TestClient, w: World, me: int, user: str, session_id: str) -> None:
+    response = api.get(
+        "/v1/turns", params={"user_id": user, "session_id": session_id}, headers=w.headers[me]
+    )
+    assert response.status_code == 200, response.text
+    turns = response.json()["turns"]
+    for turn in turns:
+        assert not [m for m in MARKERS if m != MARKERS[me] and m in turn["content"]]
+    if session_id == "seed":
+        seeded = {tid for tid, owner in w.turns[w.tenants[me]].items() if owner == user}
+        assert {t["turn_id"] for t in turns} == seeded, turns
 
 
 def _check_users(api: TestClient, w: World, me: int, limit: int) -> None:
@@ -328,6 +344,7 @@ def test_no_call_reaches_another_tenant(
             "chat": _check_chat,
             "write": _check_write,
             "erase": _check_erase,
+            "transcript": _check_transcript,
             "sessions": _check_sessions,
             "session": _check_session,
             "users": _check_users,
