@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 
 MAX_LINES = 250
-# The integration pages are written with the adapters they document.
-PENDING = ("docs/integrations/",)
 
 
 def test_readme_is_short_and_starts_with_the_two_commands(repo_root: Path) -> None:
@@ -23,7 +21,7 @@ def test_readme_is_short_and_starts_with_the_two_commands(repo_root: Path) -> No
 def test_readme_links_resolve(repo_root: Path) -> None:
     readme = (repo_root / "README.md").read_text()
     targets = {t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", readme)}
-    local = {t for t in targets if t and "://" not in t and not t.startswith(PENDING)}
+    local = {t for t in targets if t and "://" not in t}
     assert "docs/index.md" in local
     missing = sorted(t for t in local if not (repo_root / t).exists())
     assert missing == []

@@ -356,7 +356,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * A session's transcript: its turns, stored and buffered
+         * @description Oldest first; the newest `limit` turns. Unknown sessions are empty, not 404:
+         *     a chat history starts empty.
+         */
+        get: operations["get_transcript_v1_turns_get"];
         put?: never;
         /**
          * Post Turns
@@ -364,7 +369,13 @@ export interface paths {
          *     answer cannot lose them, the sweeper re-dispatches.
          */
         post: operations["post_turns_v1_turns_post"];
-        delete?: never;
+        /**
+         * Clear a session's transcript (memories stay)
+         * @description The named turns, or the whole session's turns, row and buffer. Memories already
+         *     consolidated from them stay: DELETE /v1/sessions/{id}?with_memories=true removes
+         *     those too.
+         */
+        delete: operations["delete_transcript_v1_turns_delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1474,6 +1485,75 @@ export interface components {
             slots: {
                 [key: string]: components["schemas"]["SlotValue"];
             };
+        };
+        /**
+         * Transcript
+         * @example {
+         *       "session_id": "s-42",
+         *       "turns": [
+         *         {
+         *           "content": "I moved to Lisbon.",
+         *           "created_at": "2026-03-01T09:40:10Z",
+         *           "metadata": {},
+         *           "role": "user",
+         *           "status": "processed",
+         *           "stored": true,
+         *           "turn_id": "t-1"
+         *         }
+         *       ],
+         *       "user_id": "u1"
+         *     }
+         */
+        Transcript: {
+            /** Session Id */
+            session_id: string;
+            /**
+             * Turns
+             * @description Oldest first; the newest `limit` turns.
+             */
+            turns: components["schemas"]["TranscriptTurn"][];
+            /** User Id */
+            user_id: string;
+        };
+        /** TranscriptCleared */
+        TranscriptCleared: {
+            /**
+             * Counts
+             * @description Rows and Redis keys deleted, per store.
+             */
+            counts: {
+                [key: string]: number;
+            };
+            /** Session Id */
+            session_id: string;
+            /** User Id */
+            user_id: string;
+        };
+        /**
+         * TranscriptTurn
+         * @description One turn: `stored` when its row is in Postgres (with its consolidation
+         *     `status`), else only in the session's buffer.
+         */
+        TranscriptTurn: {
+            /** Content */
+            content: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Metadata */
+            metadata?: {
+                [key: string]: unknown;
+            };
+            /** Role */
+            role: string;
+            /** Status */
+            status?: ("pending" | "processed" | "failed" | "dropped") | null;
+            /** Stored */
+            stored: boolean;
+            /** Turn Id */
+            turn_id: string;
         };
         /**
          * TurnBatch
@@ -2701,6 +2781,8 @@ export interface operations {
                 created_after?: string;
                 created_before?: string;
                 pinned?: boolean;
+                /** @description A JSON object: memories whose metadata contains it (JSONB containment, as search's metadata filter), e.g. `{"topic":"food"}`. */
+                metadata?: string;
                 /** @description Also list tombstoned and/or superseded memories. */
                 include?: ("deleted" | "superseded")[];
                 sort?: "newest" | "importance" | "strength";
@@ -3896,6 +3978,106 @@ export interface operations {
             };
         };
     };
+    get_transcript_v1_turns_get: {
+        parameters: {
+            query: {
+                user_id: string;
+                session_id: string;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Transcript"];
+                };
+            };
+            /** @description Malformed request (e.g. a body that is not UTF-8) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over a size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
+            503: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     post_turns_v1_turns_post: {
         parameters: {
             query?: never;
@@ -3916,6 +4098,107 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["TurnBatchAccepted"];
+                };
+            };
+            /** @description Malformed request (e.g. a body that is not UTF-8) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, unknown or revoked API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The key lacks the scope this operation needs */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not found for this tenant */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Over a size limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Invalid input */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Rate limited; see Retry-After */
+            429: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
+            503: {
+                headers: {
+                    /** @description seconds */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    delete_transcript_v1_turns_delete: {
+        parameters: {
+            query: {
+                user_id: string;
+                session_id: string;
+                /** @description Delete only these stored turns; unset: the whole session. */
+                turn_id?: string[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TranscriptCleared"];
                 };
             };
             /** @description Malformed request (e.g. a body that is not UTF-8) */
