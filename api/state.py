@@ -99,8 +99,8 @@ async def _send_to_outbox(
     await asyncio.to_thread(accept, payload)
 
 
-async def _send_to_broker(client: aioredis.Redis, payload: IngestPayload) -> None:
-    await send_ingest_async(client, [payload])
+async def _send_to_broker(client: aioredis.Redis, broker_url: str, payload: IngestPayload) -> None:
+    await send_ingest_async(client, [payload], broker_url=broker_url)
 
 
 async def _summarize(
@@ -153,7 +153,7 @@ def build_state(settings: Settings) -> AppState:
         # buffer, or the Postgres outbox at about 10 ms more per exchange.
         send=partial(_send_to_outbox, accept)
         if settings.chat_durability == "outbox"
-        else partial(_send_to_broker, client),
+        else partial(_send_to_broker, client, redis_url),
         summarize=partial(_summarize, client),
         dead_letter=_dead_letter_writer(make_sessionmaker(outbox_engine)),
     )

@@ -196,9 +196,9 @@ class ReembedCollector(Collector):
 
 def read_queue_depths(redis_url: str, queues: Iterable[str]) -> tuple[dict[str, int], int]:
     """LLEN of each queue key and the size of the transport's unacked hash."""
-    import redis
+    from memwell.core.redis_clients import sync_client
 
-    client = redis.Redis.from_url(redis_url, socket_timeout=2)
+    client = sync_client(redis_url, socket_timeout=2)
     try:
         pipe = client.pipeline()
         names = list(queues)
