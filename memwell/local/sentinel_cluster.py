@@ -14,6 +14,7 @@ import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -99,7 +100,7 @@ class SentinelCluster:
         for port in self.sentinel_ports:
             client = redis.Redis(host=LOOPBACK, port=port, socket_timeout=0.5)
             try:
-                info = client.sentinel_master(MASTER_NAME)
+                info: Any = client.sentinel_master(MASTER_NAME)
                 if int(info.get("num-slaves", 0)) < 1 or int(info.get("num-other-sentinels", 0)) < (
                     self.sentinel_count - 1
                 ):
@@ -115,8 +116,8 @@ class SentinelCluster:
         for port in self.sentinel_ports:
             client = redis.Redis(host=LOOPBACK, port=port, socket_timeout=0.5)
             try:
-                _, primary = client.sentinel_get_master_addr_by_name(MASTER_NAME)
-                return int(primary)
+                address: Any = client.sentinel_get_master_addr_by_name(MASTER_NAME)
+                return int(address[1])
             except (redis.RedisError, TypeError):
                 continue
             finally:
