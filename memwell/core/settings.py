@@ -33,6 +33,25 @@ class Settings(BaseSettings):
         validation_alias="DATABASE_URL",
         description="SQLAlchemy URL of Postgres with pgvector. Unset: the embedded server.",
     )
+    database_read_url: str | None = Field(
+        default=None,
+        validation_alias="MEMWELL_DATABASE_READ_URL",
+        description="SQLAlchemy URL of a streaming replica of DATABASE_URL, or several "
+        "separated by commas, for the request path's reads: search, context and the "
+        "lookups before them. Writes, the workers and the re-embed stay on DATABASE_URL. "
+        "A replica that fails is skipped for 5 s and the primary serves (no error). "
+        "Unset: every read on DATABASE_URL.",
+    )
+    read_your_writes_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        validation_alias="MEMWELL_READ_YOUR_WRITES_S",
+        description="With read replicas: after a user's memory is added, edited or "
+        "deleted, that user's reads use the primary for this long, so a search right "
+        "after a write finds it. 0: no such routing (reads may miss a write the replica "
+        "has not replayed yet).",
+    )
     redis_url: str | None = Field(
         default=None,
         validation_alias="REDIS_URL",
@@ -712,6 +731,11 @@ class Settings(BaseSettings):
             except ConfigurationError as exc:
                 raise ValueError(f"REDIS_URL: {exc}") from None
         return self
+
+    @property
+    def database_read_urls(self) -> list[str]:
+        """MEMWELL_DATABASE_READ_URL as a list (empty: no replicas)."""
+        return [u.strip() for u in (self.database_read_url or "").split(",") if u.strip()]
 
     def resolved_replica_acks(self, redis_url: str) -> int:
         """MEMWELL_REPLICA_ACKS, or its default for this Redis: 1 behind Sentinel."""
