@@ -6,9 +6,10 @@ what a search costs on a streaming replica.
    sentinel:// URL waiting for one replica (`WAIT 1`, MEMWELL_REPLICA_ACKS=1, the
    default behind Sentinel). Interleaved in rounds, so load on the host hits all
    three alike.
-2. POST /v1/memories/search through the API (in process) on one user's memories: the
-   primary alone, then with MEMWELL_DATABASE_READ_URL at a hot standby, then with the
-   standby stopped (every read falls back to the primary after one failure).
+2. POST /v1/memories/search through the API (in process) on one user's 500 memories:
+   an API on the primary alone against one with MEMWELL_DATABASE_READ_URL at a hot
+   standby, request by request; then the same with the standby stopped (its reads
+   fall back to the primary after one failure).
 
     python -m bench.figures.ha                 # 2,000 enqueues per variant, 300 searches
     python -m bench.figures.ha --enqueues 500 --searches 100
@@ -25,11 +26,14 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from fastapi.testclient import TestClient
+
 from bench.harness.common import percentile
 from bench.harness.host import describe_host
 from memwell.core.settings import Settings, get_settings
 from memwell.intake.enqueue import enqueue_turn
 from memwell.local.sentinel_cluster import LOOPBACK, SentinelCluster
+from memwell.local.waiting import wait_for
 
 
 def _timed(call: Callable[[], object]) -> float:
@@ -70,8 +74,6 @@ def enqueue_costs(root: Path, n: int) -> dict[str, list[float]]:
 
 
 def search_costs(root: Path, redis_url: str, n: int) -> dict[str, list[float]]:
-    from fastapi.testclient import TestClient
-
     from api.main import create_app
     from memwell.db import migrate
     from memwell.local.embedded import EmbeddedPostgres
@@ -83,22 +85,28 @@ def search_costs(root: Path, redis_url: str, n: int) -> dict[str, list[float]]:
     base = {
         "DATABASE_URL": primary_url, "REDIS_URL": redis_url, "MEMWELL_AUTH_DISABLED": True,
         "MEMWELL_EMBEDDING_PROVIDER": "local", "MEMWELL_RATE_LIMIT_PER_S": 0,
+        "MEMWELL_LOG_LEVEL": "WARNING",
     }  # fmt: skip
     samples: dict[str, list[float]] = {}
     standby = None
     try:
-        with TestClient(create_app(Settings(**base))) as client:  # type: ignore[arg-type]
+        standby, standby_url = start_standby(primary_url, root / "standby")
+        routed = Settings(**base, MEMWELL_DATABASE_READ_URL=standby_url)  # type: ignore[arg-type]
+        with (
+            TestClient(create_app(Settings(**base))) as alone,  # type: ignore[arg-type]
+            TestClient(create_app(routed)) as with_standby,
+        ):
             for start in range(0, 500, 100):
                 memories = [{"content": f"The user keeps item {i} in drawer {i % 37}."}
                             for i in range(start, start + 100)]  # fmt: skip
-                client.post("/v1/memories", json={"user_id": "u1", "memories": memories})
-            samples["primary only"] = _searches(client, n)
-        standby, standby_url = start_standby(primary_url, root / "standby")
-        settings = Settings(**base, MEMWELL_DATABASE_READ_URL=standby_url)  # type: ignore[arg-type]
-        with TestClient(create_app(settings)) as client:
-            samples["on the standby"] = _searches(client, n)
+                alone.post("/v1/memories", json={"user_id": "u1", "memories": memories})
+            wait_for(lambda: _standby_has(standby_url, 500), timeout=120, what="replay")
+            # Interleaved, request by request: load from elsewhere hits both alike.
+            a, b = _searches([alone, with_standby], n)
+            samples["primary only"], samples["on the standby"] = a, b
             standby.stop()
-            samples["standby stopped (fallback)"] = _searches(client, n)
+            a, b = _searches([alone, with_standby], n)
+            samples["primary only (2nd run)"], samples["standby stopped (fallback)"] = a, b
     finally:
         if standby is not None:
             standby.stop()
@@ -106,19 +114,28 @@ def search_costs(root: Path, redis_url: str, n: int) -> dict[str, list[float]]:
     return samples
 
 
-def _searches(client: object, n: int) -> list[float]:
-    from fastapi.testclient import TestClient
+def _standby_has(url: str, n: int) -> bool:
+    import psycopg
 
-    assert isinstance(client, TestClient)
+    from memwell.db.driver import libpq_url
+
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute("SELECT count(*) FROM memories").fetchone()
+    return bool(row and row[0] >= n)
+
+
+def _searches(clients: list[TestClient], n: int) -> list[list[float]]:
     body = {"user_id": "u1", "query": "which drawer holds item 12"}
-    for _ in range(10):  # warm: the statement prepared, the pools filled
-        client.post("/v1/memories/search", json=body)
-    out = []
+    for client in clients:
+        for _ in range(10):  # warm: the statement prepared, the pools filled
+            client.post("/v1/memories/search", json=body)
+    out: list[list[float]] = [[] for _ in clients]
     for _ in range(n):
-        started = time.perf_counter()
-        response = client.post("/v1/memories/search", json=body)
-        out.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200, response.text
+        for samples, client in zip(out, clients, strict=True):
+            started = time.perf_counter()
+            response = client.post("/v1/memories/search", json=body)
+            samples.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200, response.text
     return out
 
 

@@ -7,8 +7,10 @@ re-embed all use DATABASE_URL.
 
 - Replicas take turns, one read each.
 - A replica that fails a read (down, unreachable, or a query cancelled by recovery)
-  is skipped for `retry_s`, and the read runs on the primary at once: a replica
-  outage costs latency, never an error.
+  is set aside, and the read runs on the primary at once: a replica outage costs one
+  read's detour, never an error. The background loop below probes it every few
+  seconds and takes it back once it answers, so no request waits on a dead replica
+  (a process without the loop, such as the CLI, retries it after `RETRY_S`).
 - Read-your-writes: inside `reads_on_primary()` every read goes to the primary. The
   API enters it for a user who wrote a memory within MEMWELL_READ_YOUR_WRITES_S
   (memwell/db/recent_writes.py), so the search after an add finds it while the
@@ -67,6 +69,7 @@ def reads_on_primary(enabled: bool = True) -> Iterator[None]:
 class _Replica:
     index: int
     pool: TenantReadPool
+    down: bool = False
     down_until: float = 0.0
 
 
@@ -117,22 +120,23 @@ class RoutedReadPool(TenantReadPool):
         return await super().fetch_all(tenant, statements)
 
     def _in_turn(self) -> list[_Replica]:
-        """The replicas not resting after a failure, starting with the next in turn."""
+        """The replicas in service, starting with the next in turn."""
         now = time.monotonic()
         self._turn += 1
         n = len(self._replicas)
         ordered = [self._replicas[(self._turn + k) % n] for k in range(n)]
-        return [r for r in ordered if r.down_until <= now]
+        if self._lag_task is not None:  # the loop's probe brings a failed one back
+            return [r for r in ordered if not r.down]
+        return [r for r in ordered if not r.down or r.down_until <= now]
 
     def _fail(self, replica: _Replica, exc: BaseException) -> None:
-        replica.down_until = time.monotonic() + RETRY_S
+        replica.down, replica.down_until = True, time.monotonic() + RETRY_S
         REPLICA_FALLBACKS_TOTAL.labels(replica=str(replica.index)).inc()
         REPLICA_LAG_SECONDS.labels(replica=str(replica.index)).set(-1)
         log.warning(
-            "read replica %d failed (%s); the primary serves its reads for %.0f s",
+            "read replica %d failed (%s); the primary serves its reads until it answers",
             replica.index,
             describe(exc),
-            RETRY_S,
         )
 
     async def replica_lags(self) -> dict[int, float | None]:
@@ -142,8 +146,12 @@ class RoutedReadPool(TenantReadPool):
             try:
                 rows = await replica.pool.fetch_all("", [(LAG_SQL, {})])
                 lags[replica.index] = float(rows[0][0])
+                if replica.down:
+                    log.info("read replica %d answers again", replica.index)
+                replica.down = False
             except (OperationalError, PoolTimeout):
                 lags[replica.index] = None
+                replica.down = True
             gauge = REPLICA_LAG_SECONDS.labels(replica=str(replica.index))
             gauge.set(-1 if lags[replica.index] is None else float(lags[replica.index] or 0))
         return lags

@@ -9,7 +9,8 @@ MEMWELL_DATABASE_READ_URL pointing at the standby.
   MEMWELL_READ_YOUR_WRITES_S); once that window ends, the paused standby is what
   answers, and does not have it;
 - the lag gauge reports the standby;
-- the standby stopped mid-run: every search still answers 200, from the primary.
+- the standby stopped mid-run: every search still answers 200, from the primary;
+  started again, it serves reads again.
 """
 
 from __future__ import annotations
@@ -168,3 +169,12 @@ def test_reads_fall_back_to_the_primary_when_the_standby_stops(
     assert all(any("level three" in c for c in hits) for hits in answers)
     after = REGISTRY.get_sample_value("memwell_replica_fallbacks_total", {"replica": "0"}) or 0
     assert after > fallbacks
+    # Back in service once it answers the API's probe: searches reach it again.
+    pair.standby.start()
+    before = _scans(pair.standby_url)
+
+    def served_by_standby() -> bool:
+        assert any("level three" in c for c in _search(client, user, "where does the user park"))
+        return _scans(pair.standby_url) > before
+
+    wait_for(served_by_standby, timeout=60, interval=1.0, what="reads on the standby again")
