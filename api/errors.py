@@ -129,7 +129,13 @@ def unavailable(exc: BaseException) -> ServiceUnavailable | None:
     None for any other error."""
     if isinstance(exc, ServiceUnavailable):
         return exc
-    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+    # ReadOnlyError: a server demoted to replica by a failover, still in a pool.
+    if isinstance(
+        exc,
+        redis.exceptions.ConnectionError
+        | redis.exceptions.TimeoutError
+        | redis.exceptions.ReadOnlyError,
+    ):
         return ServiceUnavailable("Redis is unavailable; retry later")
     if isinstance(exc, kombu.exceptions.OperationalError):
         return ServiceUnavailable("the broker is unavailable; retry later")
