@@ -103,6 +103,7 @@ def _headers_for(exc: MemwellError) -> Mapping[str, str] | None:
 BACKING_SERVICE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,  # BusyLoadingError, MaxConnectionsError too
     redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
     sqlalchemy.exc.DBAPIError,
     sqlalchemy.exc.TimeoutError,  # the engine's pool is exhausted
     psycopg.Error,
