@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,13 +37,14 @@ from datetime import UTC, datetime
 import httpx
 import redis
 
-from bench.chaos.harness import TENANT, Result, Services, _processed, measure, worker_env, workers
+from bench.chaos.harness import TENANT, Result, Services, _processed, measure, worker_env
 from bench.chaos.redis_faults import ApiProcess, _wait_accepted, dead_letters
 from memwell.core.errors import ServiceUnavailable
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.intake.enqueue import enqueue_turns
 from memwell.local.sentinel_cluster import SentinelCluster
 from memwell.local.waiting import wait_for
+from memwell.local.worker_process import WorkerProcess
 
 FAULT = "sentinel-failover"
 BATCH = 5  # turns per POST /v1/turns or enqueue call
@@ -197,6 +199,34 @@ def beat_process(env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
             process.wait()
 
 
+@contextmanager
+def started_together(
+    env: dict[str, str], n_workers: int, db_url: str, url: str
+) -> Iterator[ApiProcess]:
+    """The workers and the API, started at once (each waits for its model and its
+    broker; one after the other, the waits add up); stopped on the way out."""
+    procs = [
+        WorkerProcess(env, concurrency=2, name=f"chaos-sentinel-{i}") for i in range(n_workers)
+    ]
+    with ThreadPoolExecutor(max_workers=n_workers + 1) as pool:
+        api_future = pool.submit(ApiProcess, db_url, url)
+        waits = [pool.submit(p.start, timeout=180) for p in procs]
+    try:
+        for wait in waits:
+            wait.result()
+        api = api_future.result()
+    except BaseException:
+        for p in procs:
+            p.stop()
+        raise
+    try:
+        yield api
+    finally:
+        api.stop()
+        for p in procs:
+            p.stop()
+
+
 @dataclass
 class Failover:
     killed_at: float = 0.0
@@ -241,8 +271,7 @@ def run_sentinel_failover(
     traffic = Traffic(target=turns)
     started = time.monotonic()
     try:
-        with workers(env, n_workers, "sentinel"), beat_process(env):
-            api = ApiProcess(db_url, url)
+        with started_together(env, n_workers, db_url, url) as api, beat_process(env):
             try:
                 pool = [
                     threading.Thread(target=_producer, args=(traffic, api.url, url, n), daemon=True)
@@ -257,7 +286,7 @@ def run_sentinel_failover(
                 for thread in pool:
                     thread.join(timeout=60)
             finally:
-                api.stop()
+                traffic.stop.set()
             acked = sorted(set(traffic.acked))
             _wait_accepted(sessions, acked, timeout=drain_timeout_s)
             consumed_after = _processed(sessions) - processed_at_kill
