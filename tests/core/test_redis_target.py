@@ -49,3 +49,11 @@ def test_a_malformed_sentinel_url_is_refused_with_its_reason(url: str, reason: s
         parse_sentinel(url)
     with pytest.raises(ValidationError, match=reason):
         Settings(REDIS_URL=url)
+
+
+def test_the_status_screen_masks_both_passwords_of_a_sentinel_url() -> None:
+    from memwell.maintenance.status import masked_url
+
+    masked = masked_url("sentinel://:pw@a:1,b:2/0?master_name=m&sentinel_password=watch")
+    assert "pw" not in masked.replace("sentinel_password", "") and "watch" not in masked
+    assert masked.startswith("sentinel://:***@a:1,b:2/0?master_name=m")
