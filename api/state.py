@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import cast
 
 import redis.asyncio as aioredis
 from sqlalchemy import Engine, text
@@ -31,6 +32,7 @@ from memwell.db.engine import (
     make_engine,
     make_sessionmaker,
 )
+from memwell.db.replicas import REPLICA_TIMEOUT_S
 from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.lazy import LazyEmbedder
@@ -79,6 +81,8 @@ class AppState:
 
     #: the connecting role, for what precedes a tenant: API key lookups
     system_sessions: async_sessionmaker[AsyncSession]
+    #: tenant sessions on the first read replica, for listings (None: no replica)
+    read_sessions: async_sessionmaker[AsyncSession] | None
     limiter: RateLimiter | None
     #: failed authentications per client address, shared by every door that takes keys
     failed_auth: FailedAuthLimiter | None
@@ -89,6 +93,8 @@ class AppState:
         await self.retrieval.reads.close()
         await self.redis.aclose()
         await self.engine.dispose()
+        if self.read_sessions is not None:
+            await cast(AsyncEngine, self.read_sessions.kw["bind"]).dispose()
         self.outbox_engine.dispose()
 
 
@@ -132,6 +138,15 @@ def _dead_letter_writer(sessions: sessionmaker[Session]) -> DeadLetter:
             log.error("an exchange was lost: no dead letter could be written: %s", describe(exc))
 
     return write
+
+
+def _replica_sessions(settings: Settings) -> async_sessionmaker[AsyncSession] | None:
+    if not settings.database_read_urls:
+        return None
+    engine = make_async_engine(
+        settings.database_read_urls[0], pool_size=4, connect_timeout_s=REPLICA_TIMEOUT_S
+    )
+    return make_async_tenant_sessionmaker(engine)
 
 
 def build_state(settings: Settings) -> AppState:
@@ -197,6 +212,7 @@ def build_state(settings: Settings) -> AppState:
         outbox_engine=outbox_engine,
         accept=accept,
         system_sessions=make_async_sessionmaker(engine),
+        read_sessions=_replica_sessions(settings),
         limiter=limiter,
         failed_auth=failed_auth,
         key_cache=KeyCache(settings.auth_cache_s),

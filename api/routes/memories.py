@@ -20,7 +20,8 @@ from api.schemas import (
 )
 from memwell.auth.size_limits import check_memories
 from memwell.chat.context import build_context
-from memwell.db.recent_writes import note_write
+from memwell.db.recent_writes import note_write, wrote_recently
+from memwell.db.replicas import read_session, reads_on_primary
 from memwell.intake.turns import Identifier, Instant
 from memwell.memories.add import MAX_BATCH, AddResult, MemoryKind, NewMemory, add_memories
 from memwell.memories.edit import EditResult, MemoryPatch, update_memory
@@ -169,10 +170,16 @@ async def get_memories(
 ) -> MemoryPage:
     """Newest first by default (or by importance or strength), with a total and a
     keyset cursor that stays stable while memories are added."""
-    async with state.sessions() as session:
-        return await list_memories(
-            session, tenant=tenant, user_id=query.user_id, filters=query.filters(),
-            sort=query.sort, limit=query.limit, cursor=query.cursor,
+    on_primary = state.read_sessions is None or await wrote_recently(
+        state.redis, tenant=tenant, user_id=query.user_id
+    )
+    with reads_on_primary(on_primary):
+        return await read_session(
+            state.read_sessions, state.sessions,
+            lambda session: list_memories(
+                session, tenant=tenant, user_id=query.user_id, filters=query.filters(),
+                sort=query.sort, limit=query.limit, cursor=query.cursor,
+            ),
         )  # fmt: skip
 
 

@@ -24,12 +24,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import TypeVar
 
+import sqlalchemy.exc
 from psycopg import OperationalError
 from psycopg_pool import PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memwell.core.metrics import REPLICA_FALLBACKS_TOTAL, REPLICA_LAG_SECONDS
 from memwell.core.redaction import describe
@@ -37,6 +40,7 @@ from memwell.db.driver import Row
 from memwell.db.read_pool import Statement, TenantReadPool
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: How long a replica that failed is left alone before it is tried again.
 RETRY_S = 5.0
@@ -163,6 +167,25 @@ class RoutedReadPool(TenantReadPool):
             except Exception as exc:  # never let the gauge's loop die quietly
                 log.warning("replica lag check failed: %s", describe(exc))
             await asyncio.sleep(LAG_EVERY_S)
+
+
+async def read_session(
+    replica: async_sessionmaker[AsyncSession] | None,
+    primary: async_sessionmaker[AsyncSession],
+    work: Callable[[AsyncSession], Awaitable[T]],
+) -> T:
+    """`work` in a session on the replica (the first of MEMWELL_DATABASE_READ_URL), or
+    on the primary: without a replica, inside `reads_on_primary()`, or when the replica
+    fails (then `work` runs again on the primary: it only reads)."""
+    if replica is not None and not _ON_PRIMARY.get():
+        try:
+            async with replica() as session:
+                return await work(session)
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError) as exc:
+            REPLICA_FALLBACKS_TOTAL.labels(replica="0").inc()
+            log.warning("read replica 0 failed (%s); this read ran on the primary", describe(exc))
+    async with primary() as session:
+        return await work(session)
 
 
 def read_pool(database_url: str, replica_urls: Sequence[str]) -> TenantReadPool:

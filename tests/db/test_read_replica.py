@@ -5,8 +5,8 @@ MEMWELL_DATABASE_READ_URL pointing at the standby.
 - searches run on the standby: its scan counters for `memories` grow by every
   search, the primary's do not;
 - read-your-writes: with the standby's replay paused, a memory added through the API
-  is found by the same user's next search (their reads go to the primary for
-  MEMWELL_READ_YOUR_WRITES_S); once that window ends, the paused standby is what
+  is found by the same user's next search and listing (their reads go to the primary
+  for MEMWELL_READ_YOUR_WRITES_S); once that window ends, the paused standby is what
   answers, and does not have it;
 - the lag gauge reports the standby;
 - the standby stopped mid-run: every search still answers 200, from the primary;
@@ -106,6 +106,12 @@ def _search(client: TestClient, user: str, query: str) -> list[str]:
     return [hit["content"] for hit in response.json()["hits"]]
 
 
+def _listed(client: TestClient, user: str) -> list[str]:
+    response = client.get("/v1/memories", params={"user_id": user})
+    assert response.status_code == 200, response.text
+    return [m["content"] for m in response.json()["memories"]]
+
+
 def _window_over(redis_url: str, user: str) -> bool:
     client = redis.Redis.from_url(redis_url)
     try:
@@ -147,9 +153,11 @@ def test_a_user_reads_their_own_write_while_the_standby_lags(
             _add(client, user, "The user's locker code is 4417.")
             # At once, with the standby frozen: the primary answers this user.
             assert any("4417" in c for c in _search(client, user, "what is the locker code"))
+            assert any("4417" in c for c in _listed(client, user))
             wait_for(lambda: _window_over(redis_url, user), timeout=30, what="the window")
             # The window is over: the standby answers, and it has not replayed the add.
             assert not any("4417" in c for c in _search(client, user, "what is the locker code"))
+            assert not any("4417" in c for c in _listed(client, user))
         finally:
             standby.execute("SELECT pg_wal_replay_resume()")
     wait_for(lambda: _replayed(pair), timeout=30, what="the standby to catch up")
