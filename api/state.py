@@ -7,7 +7,6 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
 
 import redis.asyncio as aioredis
 from sqlalchemy import Engine, text
@@ -81,7 +80,8 @@ class AppState:
 
     #: the connecting role, for what precedes a tenant: API key lookups
     system_sessions: async_sessionmaker[AsyncSession]
-    #: tenant sessions on the first read replica, for listings (None: no replica)
+    #: the first read replica, and tenant sessions on it for listings (None: no replica)
+    read_engine: AsyncEngine | None
     read_sessions: async_sessionmaker[AsyncSession] | None
     limiter: RateLimiter | None
     #: failed authentications per client address, shared by every door that takes keys
@@ -93,8 +93,8 @@ class AppState:
         await self.retrieval.reads.close()
         await self.redis.aclose()
         await self.engine.dispose()
-        if self.read_sessions is not None:
-            await cast(AsyncEngine, self.read_sessions.kw["bind"]).dispose()
+        if self.read_engine is not None:
+            await self.read_engine.dispose()
         self.outbox_engine.dispose()
 
 
@@ -140,17 +140,17 @@ def _dead_letter_writer(sessions: sessionmaker[Session]) -> DeadLetter:
     return write
 
 
-def _replica_sessions(settings: Settings) -> async_sessionmaker[AsyncSession] | None:
+def _replica_engine(settings: Settings) -> AsyncEngine | None:
     if not settings.database_read_urls:
         return None
-    engine = make_async_engine(
+    return make_async_engine(
         settings.database_read_urls[0], pool_size=4, connect_timeout_s=REPLICA_TIMEOUT_S
     )
-    return make_async_tenant_sessionmaker(engine)
 
 
 def build_state(settings: Settings) -> AppState:
     engine = make_async_engine(stack.database_url(settings))
+    read_engine = _replica_engine(settings)
     redis_url = stack.redis_url(settings)
     outbox_engine = make_engine(stack.database_url(settings), pool_size=4)
     accept = partial(accept_turns, make_sessionmaker(outbox_engine), broker_url=redis_url)
@@ -212,7 +212,8 @@ def build_state(settings: Settings) -> AppState:
         outbox_engine=outbox_engine,
         accept=accept,
         system_sessions=make_async_sessionmaker(engine),
-        read_sessions=_replica_sessions(settings),
+        read_engine=read_engine,
+        read_sessions=make_async_tenant_sessionmaker(read_engine) if read_engine else None,
         limiter=limiter,
         failed_auth=failed_auth,
         key_cache=KeyCache(settings.auth_cache_s),
