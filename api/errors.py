@@ -103,6 +103,7 @@ def _headers_for(exc: MemwellError) -> Mapping[str, str] | None:
 BACKING_SERVICE_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.ConnectionError,  # BusyLoadingError, MaxConnectionsError too
     redis.exceptions.TimeoutError,
+    redis.exceptions.ReadOnlyError,
     sqlalchemy.exc.DBAPIError,
     sqlalchemy.exc.TimeoutError,  # the engine's pool is exhausted
     psycopg.Error,
@@ -129,7 +130,13 @@ def unavailable(exc: BaseException) -> ServiceUnavailable | None:
     None for any other error."""
     if isinstance(exc, ServiceUnavailable):
         return exc
-    if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+    # ReadOnlyError: a server demoted to replica by a failover, still in a pool.
+    if isinstance(
+        exc,
+        redis.exceptions.ConnectionError
+        | redis.exceptions.TimeoutError
+        | redis.exceptions.ReadOnlyError,
+    ):
         return ServiceUnavailable("Redis is unavailable; retry later")
     if isinstance(exc, kombu.exceptions.OperationalError):
         return ServiceUnavailable("the broker is unavailable; retry later")

@@ -31,6 +31,7 @@ from memwell.db.engine import (
     make_engine,
     make_sessionmaker,
 )
+from memwell.db.replicas import REPLICA_TIMEOUT_S
 from memwell.db.tenancy import make_async_tenant_sessionmaker
 from memwell.embeddings import Embedder, build_embedder
 from memwell.embeddings.lazy import LazyEmbedder
@@ -79,6 +80,9 @@ class AppState:
 
     #: the connecting role, for what precedes a tenant: API key lookups
     system_sessions: async_sessionmaker[AsyncSession]
+    #: the first read replica, and tenant sessions on it for listings (None: no replica)
+    read_engine: AsyncEngine | None
+    read_sessions: async_sessionmaker[AsyncSession] | None
     limiter: RateLimiter | None
     #: failed authentications per client address, shared by every door that takes keys
     failed_auth: FailedAuthLimiter | None
@@ -89,6 +93,8 @@ class AppState:
         await self.retrieval.reads.close()
         await self.redis.aclose()
         await self.engine.dispose()
+        if self.read_engine is not None:
+            await self.read_engine.dispose()
         self.outbox_engine.dispose()
 
 
@@ -99,8 +105,8 @@ async def _send_to_outbox(
     await asyncio.to_thread(accept, payload)
 
 
-async def _send_to_broker(client: aioredis.Redis, payload: IngestPayload) -> None:
-    await send_ingest_async(client, [payload])
+async def _send_to_broker(client: aioredis.Redis, broker_url: str, payload: IngestPayload) -> None:
+    await send_ingest_async(client, [payload], broker_url=broker_url)
 
 
 async def _summarize(
@@ -134,8 +140,17 @@ def _dead_letter_writer(sessions: sessionmaker[Session]) -> DeadLetter:
     return write
 
 
+def _replica_engine(settings: Settings) -> AsyncEngine | None:
+    if not settings.database_read_urls:
+        return None
+    return make_async_engine(
+        settings.database_read_urls[0], pool_size=4, connect_timeout_s=REPLICA_TIMEOUT_S
+    )
+
+
 def build_state(settings: Settings) -> AppState:
     engine = make_async_engine(stack.database_url(settings))
+    read_engine = _replica_engine(settings)
     redis_url = stack.redis_url(settings)
     outbox_engine = make_engine(stack.database_url(settings), pool_size=4)
     accept = partial(accept_turns, make_sessionmaker(outbox_engine), broker_url=redis_url)
@@ -153,7 +168,7 @@ def build_state(settings: Settings) -> AppState:
         # buffer, or the Postgres outbox at about 10 ms more per exchange.
         send=partial(_send_to_outbox, accept)
         if settings.chat_durability == "outbox"
-        else partial(_send_to_broker, client),
+        else partial(_send_to_broker, client, redis_url),
         summarize=partial(_summarize, client),
         dead_letter=_dead_letter_writer(make_sessionmaker(outbox_engine)),
     )
@@ -197,6 +212,8 @@ def build_state(settings: Settings) -> AppState:
         outbox_engine=outbox_engine,
         accept=accept,
         system_sessions=make_async_sessionmaker(engine),
+        read_engine=read_engine,
+        read_sessions=make_async_tenant_sessionmaker(read_engine) if read_engine else None,
         limiter=limiter,
         failed_auth=failed_auth,
         key_cache=KeyCache(settings.auth_cache_s),

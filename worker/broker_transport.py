@@ -32,22 +32,26 @@ from kombu.transport import redis as kombu_redis
 
 log = logging.getLogger(__name__)
 
-#: Celery's `broker_transport` setting for Redis broker URLs.
+#: Celery's `broker_transport` setting for Redis broker URLs, and for Sentinel ones.
 TRANSPORT_PATH = "worker.broker_transport:Transport"
+SENTINEL_TRANSPORT_PATH = "worker.broker_transport:SentinelTransport"
 
 
-class Channel(kombu_redis.Channel):
+class _SafeChannel:
+    """What both channels add to Kombu's: pools built after the transport closed, and
+    the restore of messages a channel closed during an outage left behind."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Set before the parent's __init__, which may already connect (it pings).
         connection = args[0] if args else kwargs.get("connection")
         self._conninfo = getattr(connection, "client", None)
         self._default_port = getattr(connection, "default_port", None)
         super().__init__(*args, **kwargs)  # pings Redis: past it, Redis answers
-        _restore_left_behind(self)
+        _restore_left_behind(cast(Channel, self))
 
     def close(self) -> None:
         try:
-            super().close()
+            super().close()  # type: ignore[misc]
         except Exception:
             qos = self.__dict__.get("_qos")
             if qos is not None and qos._delivered:
@@ -56,16 +60,36 @@ class Channel(kombu_redis.Channel):
             raise
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
-        transport = self.connection
+        parent = super()._connparams  # type: ignore[misc]
+        return dict(self._with_transport(lambda: parent(asynchronous=asynchronous)))
+
+    def _with_transport(self, build: Any) -> Any:
+        """`build()`, with a stand-in for the transport if it was closed under us."""
+        transport = cast(Any, self).connection
         if transport is not None and transport.client is not None:
-            return dict(super()._connparams(asynchronous=asynchronous))  # type: ignore[misc]
+            return build()
         # The transport was closed under us: build the pool from what we remember.
         stand_in = _ClosedTransport(self._conninfo, self._default_port)
-        self.connection, previous = cast(Any, stand_in), transport
+        cast(Any, self).connection = stand_in
         try:
-            return dict(super()._connparams(asynchronous=asynchronous))  # type: ignore[misc]
+            return build()
         finally:
-            self.connection = previous
+            cast(Any, self).connection = transport
+
+
+class Channel(_SafeChannel, kombu_redis.Channel):
+    """Kombu's Redis channel, safe after its transport closed."""
+
+
+class SentinelChannel(_SafeChannel, kombu_redis.SentinelChannel):
+    """Kombu's Sentinel channel, safe after its transport closed. Each new connection
+    asks the sentinels for the primary, so after a failover the reconnect that Celery
+    makes anyway reaches the new primary."""
+
+    def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:
+        # Reads the sentinel list from the transport's client, like `_connparams`.
+        parent = super()._sentinel_managed_pool  # type: ignore[misc]
+        return self._with_transport(lambda: parent(asynchronous=asynchronous))
 
 
 _left_behind: list[Any] = []  # the QoS of channels that closed with Redis down
@@ -102,6 +126,13 @@ class Transport(kombu_redis.Transport):
     Channel = Channel
 
 
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel
+
+
 def transport_for(broker_url: str) -> str | None:
     """The transport to configure for this broker URL (None: Kombu's own choice)."""
-    return TRANSPORT_PATH if broker_url.split("://", 1)[0] in ("redis", "rediss") else None
+    scheme = broker_url.split("://", 1)[0]
+    if scheme == "sentinel":
+        return SENTINEL_TRANSPORT_PATH
+    return TRANSPORT_PATH if scheme in ("redis", "rediss") else None

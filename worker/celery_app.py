@@ -29,6 +29,7 @@ from celery import Celery
 
 from memwell.core import stack
 from memwell.core.queues import TASK_QUEUES, Queue, kombu_queues
+from memwell.core.redis_target import celery_broker
 from memwell.core.settings import Settings, get_settings
 from worker import heartbeat, observability  # noqa: F401  (observability: signal handlers)
 from worker.broker_transport import transport_for
@@ -37,7 +38,7 @@ from worker.schedule import beat_schedule
 
 def create_app(settings: Settings | None = None) -> Celery:
     settings = settings or get_settings()
-    broker_url = stack.redis_url(settings)
+    broker_url, sentinel_options = celery_broker(stack.redis_url(settings))
     app = Celery("memwell", broker=broker_url, include=["worker.tasks", "worker.maintenance"])
     app.conf.update(
         task_serializer="json",
@@ -47,7 +48,10 @@ def create_app(settings: Settings | None = None) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            **sentinel_options,
+        },
         broker_connection_retry_on_startup=True,
         broker_connection_max_retries=None,
         broker_transport=transport_for(broker_url),

@@ -18,6 +18,7 @@ import redis
 from celery import bootsteps
 
 from memwell.core import stack, worker_presence
+from memwell.core.redis_clients import sync_client
 from memwell.core.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class Heartbeat(bootsteps.StartStopStep):
     def start(self, parent: Any) -> None:
         self._hostname = str(parent.hostname)
         self._queues = sorted(q.name for q in parent.app.amqp.queues.consume_from.values())
-        self._client = redis.Redis.from_url(
+        self._client = sync_client(
             stack.redis_url(get_settings()),
             socket_timeout=SOCKET_TIMEOUT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,

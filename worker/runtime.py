@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.core import stack
+from memwell.core.redis_clients import sync_client
 from memwell.core.settings import Settings, get_settings
 from memwell.db.engine import make_engine, make_sessionmaker
 from memwell.db.tenancy import make_tenant_sessionmaker
@@ -73,7 +74,7 @@ def get_runtime() -> Runtime:
             # Threads inside one process share this pool; prefork processes each own one.
             engine = make_engine(stack.database_url(settings), pool_size=2)
             sessions = make_sessionmaker(engine)
-            client = redis.Redis.from_url(stack.redis_url(settings))
+            client = sync_client(stack.redis_url(settings))
             _runtime = Runtime(
                 settings=settings,
                 sessions=sessions,
@@ -100,7 +101,7 @@ def get_redis() -> redis.Redis:
     global _redis
     with _lock:
         if _redis is None:
-            _redis = redis.Redis.from_url(stack.redis_url(get_settings()))
+            _redis = sync_client(stack.redis_url(get_settings()))
         return _redis
 
 

@@ -18,6 +18,7 @@ from memwell.core import stack
 from memwell.core.errors import TooLarge
 from memwell.core.queues import TaskName
 from memwell.core.redaction import describe
+from memwell.core.redis_clients import sync_client
 from memwell.db.tenancy import tenant_transaction
 from memwell.intake import redis_inbox
 from memwell.intake.dead_letters import record_dead_letter, validation_summary
@@ -222,7 +223,7 @@ def summarize_session(
 def flush_access_task(self: MemwellTask) -> dict[str, int]:
     """Drain recorded search hits into access_count / last_accessed_at, in batches."""
     runtime = get_runtime()
-    client = redis.Redis.from_url(stack.redis_url(runtime.settings))
+    client = sync_client(stack.redis_url(runtime.settings))
     consumed = 0
     try:
         for _ in range(ACCESS_FLUSH_ROUNDS):

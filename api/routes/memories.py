@@ -20,6 +20,8 @@ from api.schemas import (
 )
 from memwell.auth.size_limits import check_memories
 from memwell.chat.context import build_context
+from memwell.db.recent_writes import note_write, wrote_recently
+from memwell.db.replicas import read_session, reads_on_primary
 from memwell.intake.turns import Identifier, Instant, check_metadata
 from memwell.memories.add import MAX_BATCH, AddResult, MemoryKind, NewMemory, add_memories
 from memwell.memories.edit import EditResult, MemoryPatch, update_memory
@@ -89,7 +91,9 @@ async def get_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> M
 @router.delete("/memories/{memory_id}")
 async def delete_one(memory_id: uuid.UUID, state: StateDep, tenant: TenantDep) -> MemoryRecord:
     async with state.sessions() as session, session.begin():
-        return await delete_memory(session, tenant=tenant, memory_id=memory_id)
+        deleted = await delete_memory(session, tenant=tenant, memory_id=memory_id)
+    await note_write(state.redis, state.settings, tenant=tenant, user_id=deleted.user_id)
+    return deleted
 
 
 @router.get("/memories/{memory_id}/history")
@@ -178,10 +182,16 @@ async def get_memories(
 ) -> MemoryPage:
     """Newest first by default (or by importance or strength), with a total and a
     keyset cursor that stays stable while memories are added."""
-    async with state.sessions() as session:
-        return await list_memories(
-            session, tenant=tenant, user_id=query.user_id, filters=query.filters(),
-            sort=query.sort, limit=query.limit, cursor=query.cursor,
+    on_primary = state.read_sessions is None or await wrote_recently(
+        state.redis, tenant=tenant, user_id=query.user_id
+    )
+    with reads_on_primary(on_primary):
+        return await read_session(
+            state.read_sessions, state.sessions,
+            lambda session: list_memories(
+                session, tenant=tenant, user_id=query.user_id, filters=query.filters(),
+                sort=query.sort, limit=query.limit, cursor=query.cursor,
+            ),
         )  # fmt: skip
 
 
@@ -193,10 +203,12 @@ async def post_memories(
     embedding endpoint, the call includes its round trip."""
     check_memories([(m.content, m.metadata) for m in body.memories], state.settings)
     async with state.sessions() as session, session.begin():
-        return await add_memories(
+        added = await add_memories(
             session, tenant=tenant, user_id=body.user_id, memories=body.memories,
             embedder=state.documents, reconcile=body.reconcile, policy=state.reconcile_policy,
         )  # fmt: skip
+    await note_write(state.redis, state.settings, tenant=tenant, user_id=body.user_id)
+    return added
 
 
 @router.patch("/memories/{memory_id}", summary="Edit, pin or expire a memory")
@@ -207,8 +219,10 @@ async def patch_memory(
     collides with (a paraphrase, or a conflicting fact); it never merges them."""
     check_memories([(body.content or "", body.metadata or {})], state.settings)
     async with state.sessions() as session, session.begin():
-        return await update_memory(
+        edited = await update_memory(
             session, tenant=tenant, memory_id=memory_id, patch=body, embedder=state.documents,
             merge_threshold=state.settings.merge_threshold,
             entities=state.settings.entities_enabled,
         )  # fmt: skip
+    await note_write(state.redis, state.settings, tenant=tenant, user_id=edited.user_id)
+    return edited

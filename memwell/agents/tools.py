@@ -24,6 +24,7 @@ from memwell.buffer.session_buffer import SessionBuffer
 from memwell.chat.context import build_context
 from memwell.core.errors import InvalidInput
 from memwell.core.settings import Settings
+from memwell.db.recent_writes import note_write
 from memwell.db.tenancy import async_tenant_session
 from memwell.embeddings.base import Embedder
 from memwell.intake.enqueue import enqueue_turns
@@ -141,6 +142,7 @@ async def forget(deps: ToolDeps, *, user_id: str, memory_id: str) -> Forgotten:
             user_id=user_id,
             reason="forgotten by an agent (MCP forget)",
         )
+    await _wrote(deps, user_id)
     return Forgotten(memory_id=memory_id, forgotten=True)
 
 
@@ -190,6 +192,11 @@ async def get_profile(
         )  # fmt: skip
 
 
+async def _wrote(deps: ToolDeps, user_id: str) -> None:
+    """Read-your-writes behind replicas (memwell/db/recent_writes.py)."""
+    await note_write(deps.retrieval.access, deps.settings, tenant=deps.tenant, user_id=user_id)
+
+
 async def add_memory(deps: ToolDeps, *, user_id: str, memory: NewMemory) -> AddedMemory:
     """Store one memory now, reconciled like consolidation (the same path as
     POST /v1/memories); searchable at once."""
@@ -199,6 +206,7 @@ async def add_memory(deps: ToolDeps, *, user_id: str, memory: NewMemory) -> Adde
             session, tenant=deps.tenant, user_id=user_id, memories=[memory],
             embedder=deps.documents, reconcile=True, policy=deps.reconcile_policy,
         )  # fmt: skip
+    await _wrote(deps, user_id)
     return result.results[0]
 
 
@@ -209,8 +217,10 @@ async def update_memory(
     check_memories([(patch.content or "", patch.metadata or {})], deps.settings)
     key = _memory_key(memory_id)
     async with async_tenant_session(deps.sessions, deps.tenant) as session, session.begin():
-        return await edit_memory(
+        edited = await edit_memory(
             session, tenant=deps.tenant, memory_id=key, patch=patch, embedder=deps.documents,
             merge_threshold=deps.settings.merge_threshold, user_id=user_id,
             entities=deps.settings.entities_enabled,
         )  # fmt: skip
+    await _wrote(deps, user_id)
+    return edited

@@ -22,6 +22,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     multiprocess,
@@ -55,6 +56,21 @@ CHAT_STAGE_SECONDS = Histogram(
     "model, buffer_append and enqueue (concurrent), total.",
     ["stage"],
     buckets=_FAST,
+)
+
+# --- read replicas -----------------------------------------------------------------------
+REPLICA_LAG_SECONDS = Gauge(
+    "memwell_replica_lag_seconds",
+    "How far each read replica's replay is behind the primary (0 when it has replayed "
+    "everything it received), by replica index in MEMWELL_DATABASE_READ_URL; -1 while "
+    "it cannot be reached.",
+    ["replica"],
+    multiprocess_mode="livemax",
+)
+REPLICA_FALLBACKS_TOTAL = Counter(
+    "memwell_replica_fallbacks_total",
+    "Reads a replica failed and the primary served instead, by replica index.",
+    ["replica"],
 )
 
 # --- workers ---------------------------------------------------------------------------
@@ -196,9 +212,9 @@ class ReembedCollector(Collector):
 
 def read_queue_depths(redis_url: str, queues: Iterable[str]) -> tuple[dict[str, int], int]:
     """LLEN of each queue key and the size of the transport's unacked hash."""
-    import redis
+    from memwell.core.redis_clients import sync_client
 
-    client = redis.Redis.from_url(redis_url, socket_timeout=2)
+    client = sync_client(redis_url, socket_timeout=2)
     try:
         pipe = client.pipeline()
         names = list(queues)

@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memwell.core.errors import ConfigurationError
+from memwell.core.redis_target import is_sentinel, parse_sentinel
+
 EmbeddingProvider = Literal["auto", "local", "openai"]
 #: Expensive requests in flight per API process in local mode. On 2 cores one process
 #: serves about 100-200 chats/s, so a full house waits well under a second.
@@ -29,6 +32,25 @@ class Settings(BaseSettings):
         default=None,
         validation_alias="DATABASE_URL",
         description="SQLAlchemy URL of Postgres with pgvector. Unset: the embedded server.",
+    )
+    database_read_url: str | None = Field(
+        default=None,
+        validation_alias="MEMWELL_DATABASE_READ_URL",
+        description="SQLAlchemy URL of a streaming replica of DATABASE_URL, or several "
+        "separated by commas, for the request path's reads: search, context and the "
+        "lookups before them. Writes, the workers and the re-embed stay on DATABASE_URL. "
+        "A replica that fails is skipped for 5 s and the primary serves (no error). "
+        "Unset: every read on DATABASE_URL.",
+    )
+    read_your_writes_s: float = Field(
+        default=5.0,
+        ge=0,
+        le=3600,
+        validation_alias="MEMWELL_READ_YOUR_WRITES_S",
+        description="With read replicas: after a user's memory is added, edited or "
+        "deleted, that user's reads use the primary for this long, so a search right "
+        "after a write finds it. 0: no such routing (reads may miss a write the replica "
+        "has not replayed yet).",
     )
     redis_url: str | None = Field(
         default=None,
@@ -572,6 +594,28 @@ class Settings(BaseSettings):
         description="Most turns in one POST /v1/turns batch.",
     )
 
+    replica_acks: int | None = Field(
+        default=None,
+        ge=0,
+        le=16,
+        validation_alias="MEMWELL_REPLICA_ACKS",
+        description="Redis replicas that must hold a turn before `enqueue_turn` returns "
+        "and before POST /v1/chat (broker durability) answers: the producer sends `WAIT "
+        "n` after its write, so a failover cannot lose what it acknowledged. Unset: 1 "
+        "when REDIS_URL is a sentinel:// URL, else 0 (one Redis has no replica to wait "
+        "for). POST /v1/turns needs no wait: Postgres holds its turns first.",
+    )
+    replica_ack_timeout_ms: int = Field(
+        default=1000,
+        ge=1,
+        le=60_000,
+        validation_alias="MEMWELL_REPLICA_ACK_TIMEOUT_MS",
+        description="How long a producer waits for MEMWELL_REPLICA_ACKS replicas. Past "
+        "it the turn is not acknowledged: the API answers 503 with Retry-After and "
+        "`enqueue_turn` raises ServiceUnavailable; a resend with the same turn id is "
+        "harmless.",
+    )
+
     chat_durability: Literal["broker", "outbox"] = Field(
         default="broker",
         validation_alias="MEMWELL_CHAT_DURABILITY",
@@ -678,6 +722,26 @@ class Settings(BaseSettings):
                     "provider:model@http(s)://endpoint"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _check_redis_url(self) -> Settings:
+        if self.redis_url and is_sentinel(self.redis_url):
+            try:
+                parse_sentinel(self.redis_url)
+            except ConfigurationError as exc:
+                raise ValueError(f"REDIS_URL: {exc}") from None
+        return self
+
+    @property
+    def database_read_urls(self) -> list[str]:
+        """MEMWELL_DATABASE_READ_URL as a list (empty: no replicas)."""
+        return [u.strip() for u in (self.database_read_url or "").split(",") if u.strip()]
+
+    def resolved_replica_acks(self, redis_url: str) -> int:
+        """MEMWELL_REPLICA_ACKS, or its default for this Redis: 1 behind Sentinel."""
+        if self.replica_acks is not None:
+            return self.replica_acks
+        return 1 if is_sentinel(redis_url) else 0
 
     @property
     def llm_mode(self) -> bool:

@@ -19,9 +19,21 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
     )
 
 
-def make_async_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
-    """An async engine for the API's request path."""
-    return create_async_engine(url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+def make_async_engine(
+    url: str, *, pool_size: int = 10, connect_timeout_s: float | None = None
+) -> AsyncEngine:
+    """An async engine for the API's request path (`connect_timeout_s`: give up on a
+    server that does not answer, such as a replica to fall back from)."""
+    connect_args = (
+        {"connect_timeout": max(1, round(connect_timeout_s))} if connect_timeout_s else {}
+    )
+    return create_async_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args=connect_args,
+    )
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -47,20 +47,28 @@ Statement = tuple[str, Mapping[str, Any]]
 class TenantReadPool:
     """Read-only statements for one tenant at a time, pipelined, on pooled connections."""
 
-    def __init__(self, database_url: str, *, max_size: int = 10) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        max_size: int = 10,
+        timeout_s: float = 30.0,
+        name: str = "memwell-reads",
+    ) -> None:
         self._pool = AsyncConnectionPool(
             libpq_url(database_url),
             min_size=1,
             max_size=max_size,
             open=False,
             # Transactions are explicit below, so BEGIN and COMMIT join the pipeline.
-            kwargs={"autocommit": True},
-            name="memwell-reads",
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(timeout_s))},
+            timeout=timeout_s,
+            name=name,
         )
         self._vector_oid: int | None = None
 
-    async def open(self) -> None:
-        await self._pool.open(wait=True)
+    async def open(self, *, wait: bool = True) -> None:
+        await self._pool.open(wait=wait)
 
     async def close(self) -> None:
         await self._pool.close()

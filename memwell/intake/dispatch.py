@@ -19,8 +19,10 @@ import redis.asyncio
 from celery import Celery
 
 from memwell.core import stack
+from memwell.core.errors import ServiceUnavailable
 from memwell.core.logs import current_request_id
 from memwell.core.queues import TASK_QUEUES, Queue, TaskName, kombu_queues, pipeline_queue
+from memwell.core.redis_target import celery_broker
 from memwell.core.settings import get_settings
 from memwell.intake import redis_inbox, task_message
 from memwell.intake.turns import IngestPayload
@@ -34,12 +36,14 @@ def producer_app(broker_url: str) -> Celery:
     with _producers_lock:
         app = _producers.get(broker_url)
         if app is None:
-            app = Celery("memwell-producer", broker=broker_url, set_as_current=False)
+            url, sentinel_options = celery_broker(broker_url)
+            app = Celery("memwell-producer", broker=url, set_as_current=False)
             app.conf.update(
                 task_serializer="json",
                 broker_connection_retry_on_startup=True,
                 broker_transport_options={
-                    "visibility_timeout": get_settings().visibility_timeout_s
+                    "visibility_timeout": get_settings().visibility_timeout_s,
+                    **sentinel_options,
                 },
             )
             _producers[broker_url] = app
@@ -73,21 +77,60 @@ def send_ingest_json(bodies: list[bytes], *, broker_url: str | None = None) -> N
         return
     messages = _ingest_messages(bodies)
     client = task_message.publisher(url).client
-    with client.pipeline(transaction=True) as pipe:
-        _stage_and_push(pipe, messages, bodies)
-        pipe.execute()
+    acks = get_settings().resolved_replica_acks(url)
+    with client.pipeline(transaction=not acks) as pipe:
+        _stage_durably(pipe, messages, bodies, acks=acks)
+        replies = pipe.execute()
+    _check_acks(replies, acks=acks)
 
 
-async def send_ingest_async(client: redis.asyncio.Redis, payloads: list[IngestPayload]) -> None:
-    """`send_ingest` on the caller's asyncio client of a Redis broker: the same MULTI,
-    on the event loop (the chat path would otherwise hand each send to a thread, whose
-    sync Redis client then competes with the loop for the GIL)."""
+async def send_ingest_async(
+    client: redis.asyncio.Redis, payloads: list[IngestPayload], *, broker_url: str
+) -> None:
+    """`send_ingest` on the caller's asyncio client of the Redis broker at `broker_url`:
+    the same MULTI, on the event loop (the chat path would otherwise hand each send to a
+    thread, whose sync Redis client then competes with the loop for the GIL)."""
     bodies = [p.model_dump_json().encode() for p in payloads]
     if not bodies:
         return
-    async with client.pipeline(transaction=True) as pipe:
-        _stage_and_push(pipe, _ingest_messages(bodies), bodies)
-        await pipe.execute()
+    acks = get_settings().resolved_replica_acks(broker_url)
+    async with client.pipeline(transaction=not acks) as pipe:
+        _stage_durably(pipe, _ingest_messages(bodies), bodies, acks=acks)
+        replies = await pipe.execute()
+    _check_acks(replies, acks=acks)
+
+
+def _stage_durably(
+    pipe: redis_inbox.AnyPipeline,
+    messages: list[tuple[str, bytes]],
+    bodies: list[bytes],
+    *,
+    acks: int,
+) -> None:
+    """The inbox copies and the messages; with `acks`, then `WAIT acks`.
+
+    WAIT counts the replicas that hold this connection's writes, so it must follow
+    them on the same connection: a plain pipeline, with the MULTI spelled out, keeps
+    the writes atomic and the WAIT on their connection (a WAIT inside MULTI would not
+    wait)."""
+    if not acks:
+        _stage_and_push(pipe, messages, bodies)  # the caller's pipeline is the MULTI
+        return
+    pipe.execute_command("MULTI")
+    _stage_and_push(pipe, messages, bodies)
+    pipe.execute_command("EXEC")
+    pipe.execute_command("WAIT", acks, get_settings().replica_ack_timeout_ms)
+
+
+def _check_acks(replies: list[Any], *, acks: int) -> None:
+    """Refuse to acknowledge what fewer than `acks` replicas hold: a failover now
+    could lose it. The write stays on the primary; a resend (same turn ids) is safe."""
+    if acks and int(replies[-1]) < acks:
+        raise ServiceUnavailable(
+            f"{replies[-1]} of {acks} Redis replica(s) confirmed the turn in "
+            f"{get_settings().replica_ack_timeout_ms} ms; it was not accepted, retry",
+            retry_after_s=1,
+        )
 
 
 def _ingest_messages(bodies: list[bytes]) -> list[tuple[str, bytes]]:

@@ -6,6 +6,12 @@
 The task is sent by its stable name (`memwell.ingest_turns`, through
 memwell/intake/dispatch.py), so the producer needs none of the worker's code. A client
 turn id makes a resend harmless.
+
+What a return promises: the turn is in Redis (its queue and the inbox), and, behind
+Sentinel, on MEMWELL_REPLICA_ACKS replicas too (1 by default), so a failover cannot
+lose it. When the replicas do not confirm in MEMWELL_REPLICA_ACK_TIMEOUT_MS, or Redis
+cannot be reached, it raises (ServiceUnavailable, or redis-py's ConnectionError): the
+turn is not acknowledged, and a resend with the same turn id is the remedy.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ import threading
 from typing import Any
 
 import orjson
-import redis
 
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+from memwell.core.redis_clients import sync_client
+
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "sentinel://")
 _EMBED_JSON = b'{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
 # The protocol v2 headers that never vary per message.
 _HEADERS: dict[str, Any] = {
@@ -96,7 +97,7 @@ class RedisTaskPublisher:
     """Pushes task messages onto queue lists; one connection pool per process."""
 
     def __init__(self, broker_url: str) -> None:
-        self.client = redis.Redis.from_url(broker_url)
+        self.client = sync_client(broker_url)
 
     def publish_many(self, task_name: str, kwargs_json: list[bytes], queue: str) -> list[str]:
         """Several tasks in one round trip; each item is one task's kwargs as JSON."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from memwell import __version__
+from memwell.core.redis_clients import sync_client
 from memwell.local.admin_cli import dlq, keys
 from memwell.local.cli_errors import OneLineErrors
 from memwell.local.maintenance_cli import maintenance
@@ -348,8 +349,6 @@ def erase_user_cmd(user_id: str, tenant: str | None) -> None:
     the receipt as JSON."""
     import json
 
-    import redis
-
     from memwell.core import stack
     from memwell.core.settings import get_settings
     from memwell.db.engine import make_engine
@@ -359,7 +358,7 @@ def erase_user_cmd(user_id: str, tenant: str | None) -> None:
     settings = get_settings()
     resolved = tenant or settings.default_tenant
     sessions = make_tenant_sessionmaker(make_engine(stack.database_url(settings), pool_size=1))
-    client = redis.Redis.from_url(stack.redis_url(settings))
+    client = sync_client(stack.redis_url(settings))
     with tenant_transaction(sessions, resolved) as session:
         receipt = erase_user(session, client, tenant=resolved, user_id=user_id)
     click.echo(json.dumps(receipt.as_dict(), indent=2))

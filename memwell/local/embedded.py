@@ -175,6 +175,8 @@ class EmbeddedRedis:
     data_dir: Path
     port: int | None = None
     appendonly: bool = True
+    #: more configuration lines, such as `replicaof` for a replica
+    extra: dict[str, str] = field(default_factory=dict)
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self, *, timeout: float = 30.0) -> str:
@@ -188,7 +190,11 @@ class EmbeddedRedis:
         if self.port is None:
             self.port = find_free_port()
         config = data / "valkey.conf"
-        overrides = {"appendonly": "yes" if self.appendonly else "no", "appendfsync": "everysec"}
+        overrides = {
+            "appendonly": "yes" if self.appendonly else "no",
+            "appendfsync": "everysec",
+            **self.extra,
+        }
         generate_config_file(config, self.port, data, overrides)
         with (data / "valkey.log").open("ab") as log_file:
             self._process = subprocess.Popen(
@@ -220,6 +226,12 @@ class EmbeddedRedis:
     @property
     def pid(self) -> int | None:
         return None if self._process is None else int(self._process.pid)
+
+    def wait_exit(self, *, timeout: float = 20.0) -> None:
+        """Reap a server that was killed from outside."""
+        if self._process is not None:
+            self._process.wait(timeout=timeout)
+            self._process = None
 
     def stop(self, *, timeout: float = 20.0) -> None:
         """SIGTERM: Valkey flushes the AOF and exits; SIGKILL if it does not."""

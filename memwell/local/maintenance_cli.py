@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from memwell.core.redis_clients import sync_client
+
 if TYPE_CHECKING:
     import redis
     from sqlalchemy.orm import Session, sessionmaker
@@ -45,11 +47,10 @@ def _database() -> Iterator[tuple[sessionmaker[Session], Settings]]:
 
 
 def _redis(settings: Settings) -> redis.Redis:
-    import redis
 
     from memwell.core import stack
 
-    return redis.Redis.from_url(stack.redis_url(settings))
+    return sync_client(stack.redis_url(settings))
 
 
 def _echo(report: JobReport) -> None:

@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from memwell.core.redis_clients import sync_client
+
 T = TypeVar("T")
 
 
@@ -30,11 +32,10 @@ def broker_idle(redis_url: str) -> bool:
     Celery's Redis transport keeps delivered-but-unacknowledged messages (acks_late)
     in the `unacked` hash, so an empty hash means no task is still running.
     """
-    import redis
 
     from memwell.core.queues import Queue
 
-    client = redis.Redis.from_url(redis_url)
+    client = sync_client(redis_url)
     try:
         queued = sum(int(client.llen(q.value)) for q in Queue)
         return queued == 0 and int(client.hlen("unacked")) == 0

@@ -9,6 +9,7 @@ hiding the rest.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,8 +29,11 @@ from memwell.reembed.progress import latest_progress
 def masked_url(url: str) -> str:
     """`url` with its password shown as ***: the status screen gets pasted into tickets."""
     parts = urlsplit(url)
+    # A sentinel:// URL may carry the sentinels' own password in its query.
+    query = re.sub(r"(sentinel_password=)[^&]*", r"\1***", parts.query)
+    parts = parts._replace(query=query)
     if parts.password is None:
-        return url
+        return urlunsplit(parts)
     userinfo, _, hostport = parts.netloc.rpartition("@")
     user = userinfo.partition(":")[0]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{hostport}"))

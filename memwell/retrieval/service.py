@@ -20,6 +20,8 @@ from memwell.core import inflight
 from memwell.core.settings import Settings
 from memwell.core.timing import Stopwatch
 from memwell.db.read_pool import TenantReadPool
+from memwell.db.recent_writes import wrote_recently
+from memwell.db.replicas import RoutedReadPool, read_pool, reads_on_primary
 from memwell.embeddings import CachedQueryEmbedder, build_embedder
 from memwell.embeddings.metered import MeteredEmbedder
 from memwell.embeddings.query_batcher import QueryBatcher, build_query_batcher
@@ -65,7 +67,7 @@ def build_retrieval(
     )
     return RetrievalDeps(
         settings=settings,
-        reads=TenantReadPool(database_url),
+        reads=read_pool(database_url, settings.database_read_urls),
         embedder=embedder,
         local_embedder=settings.resolved_embedding_provider == "local",
         access=access,
@@ -120,7 +122,30 @@ async def retrieve(
     """The user's memories most relevant to `query`, best first, with score parts.
 
     Hits are marked accessed in the background; the caller never waits for that write.
+    Behind read replicas, a user who just wrote a memory is read on the primary.
     """
+    on_primary = isinstance(deps.reads, RoutedReadPool) and await wrote_recently(
+        deps.access, tenant=tenant, user_id=user_id
+    )
+    with reads_on_primary(on_primary):
+        return await _retrieve(
+            deps, tenant=tenant, user_id=user_id, query=query, k=k, filters=filters,
+            as_of=as_of, overrides=overrides, watch=watch,
+        )  # fmt: skip
+
+
+async def _retrieve(
+    deps: RetrievalDeps,
+    *,
+    tenant: str,
+    user_id: str,
+    query: str,
+    k: int | None,
+    filters: SearchFilters | None,
+    as_of: datetime | None,
+    overrides: Overrides | None,
+    watch: Stopwatch | None,
+) -> list[MemoryHit]:
     start = time.perf_counter()
     # No connection is held while the query waits for, and runs on, the CPU: requests
     # holding one while queued for the embedder would empty the pool under load.
