@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from memwell import __version__
-from memwell.core.redis_clients import sync_client
 from memwell.local.admin_cli import dlq, keys
 from memwell.local.cli_errors import OneLineErrors
 from memwell.local.maintenance_cli import maintenance
@@ -350,6 +349,7 @@ def erase_user_cmd(user_id: str, tenant: str | None) -> None:
     import json
 
     from memwell.core import stack
+    from memwell.core.redis_clients import sync_client
     from memwell.core.settings import get_settings
     from memwell.db.engine import make_engine
     from memwell.db.tenancy import make_tenant_sessionmaker, tenant_transaction

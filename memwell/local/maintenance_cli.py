@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from memwell.core.redis_clients import sync_client
-
 if TYPE_CHECKING:
     import redis
     from sqlalchemy.orm import Session, sessionmaker
@@ -47,8 +45,8 @@ def _database() -> Iterator[tuple[sessionmaker[Session], Settings]]:
 
 
 def _redis(settings: Settings) -> redis.Redis:
-
     from memwell.core import stack
+    from memwell.core.redis_clients import sync_client
 
     return sync_client(stack.redis_url(settings))
 

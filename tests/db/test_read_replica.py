@@ -165,11 +165,13 @@ def test_a_user_reads_their_own_write_while_the_standby_lags(
 
 
 def test_reads_fall_back_to_the_primary_when_the_standby_stops(
-    client: TestClient, pair: Pair
+    client: TestClient, pair: Pair, redis_url: str
 ) -> None:
     user = f"u-{uuid.uuid4().hex[:8]}"
     _add(client, user, "The user parks on level three of the garage.")
     wait_for(lambda: _replayed(pair), timeout=30, what="the standby to replay the add")
+    # Inside the write window this user's reads go to the primary and never try the standby.
+    wait_for(lambda: _window_over(redis_url, user), timeout=30, what="the write window")
     fallbacks = REGISTRY.get_sample_value("memwell_replica_fallbacks_total", {"replica": "0"}) or 0
     answers = [_search(client, user, "where does the user park") for _ in range(3)]
     pair.standby.stop()  # mid-run
