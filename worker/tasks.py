@@ -53,6 +53,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 ACCESS_FLUSH_ROUNDS = 20  # bounded: at most this many batches per beat tick
+MAX_CLAIM_ROUNDS = 100  # per chunk of a consolidate task's own turns
 
 
 class MemwellTask(Task[Any, Any]):
@@ -167,21 +168,27 @@ def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) ->
     size = steps.config.batch_size
     totals: dict[str, int] = {"turns": 0, "memories_added": 0, "batches": 0}
     for start in range(0, max(len(turn_ids), 1), size):
-        # Row-level security: this batch runs as `memwell_app` for this tenant only.
-        with tenant_transaction(runtime.tenant_sessions, tenant) as session:
-            report = consolidate_pending(
-                session,
-                runtime.embedder,
-                tenant=tenant,
-                turn_ids=turn_ids[start : start + size],
-                config=steps.config,
-                analyzer=steps.analyzer,
-                decider=steps.decider,
-            )
-        record_batch(runtime.redis, report)
-        totals["turns"] += report.turns
-        totals["memories_added"] += report.memories_added
-        totals["batches"] += 1 if report.turns else 0
+        # A batch claims whole users; when another worker held one of this task's
+        # users, its turns are deferred and claimed in a later round (bounded: the
+        # sweeper re-dispatches whatever is left).
+        for _ in range(MAX_CLAIM_ROUNDS):
+            # Row-level security: this batch runs as `memwell_app` for this tenant only.
+            with tenant_transaction(runtime.tenant_sessions, tenant) as session:
+                report = consolidate_pending(
+                    session,
+                    runtime.embedder,
+                    tenant=tenant,
+                    turn_ids=turn_ids[start : start + size],
+                    config=steps.config,
+                    analyzer=steps.analyzer,
+                    decider=steps.decider,
+                )
+            record_batch(runtime.redis, report)
+            totals["turns"] += report.turns
+            totals["memories_added"] += report.memories_added
+            totals["batches"] += 1 if report.turns else 0
+            if not report.deferred:
+                break
     return totals
 
 

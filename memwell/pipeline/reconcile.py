@@ -19,6 +19,9 @@ Concurrency: the batch takes a transaction-scoped advisory lock per (tenant, use
 in sorted order (no deadlocks), before it reads neighbours. Two workers reconciling
 near-identical memories for one user therefore run one after the other, and the
 second sees the first's rows: no duplicates. Different users never wait on each other.
+A consolidate worker already holds these locks from its claim (whole users, see
+memwell/pipeline/claim.py), so there the lock costs no wait; other callers (a
+session's deletion, direct calls) still queue on it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from memwell.db.models import Memory, MemoryEvent
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
 from memwell.pipeline.slots import supersedes
+from memwell.pipeline.user_lock import lock_user
 from memwell.pipeline.writes import PLAN_ATTEMPTS, PlanStale, WritePlan, fetch_live_hashes
 from memwell.retrieval.search import vector_literal
 
@@ -100,6 +104,8 @@ class ReconcileReport:
     memory_ids: list[uuid.UUID] = field(default_factory=list)
     #: one per candidate, in order
     outcomes: list[Outcome] = field(default_factory=list)
+    #: time spent waiting for the users' locks
+    lock_wait_ms: float = 0.0
 
     def count(self, action: Action) -> None:
         name = {"add": "added", "reinforce": "reinforced", "merge": "merged"}.get(
@@ -108,13 +114,10 @@ class ReconcileReport:
         setattr(self, name, getattr(self, name) + 1)
 
 
-def lock_users(session: Session, users: set[tuple[str, str]]) -> None:
-    """Serialise reconciliation per (tenant, user) until the transaction ends."""
-    for tenant, user_id in sorted(users):
-        session.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-            {"key": f"memwell:{len(tenant)}:{tenant}:{user_id}"},
-        )
+def lock_users(session: Session, users: set[tuple[str, str]]) -> float:
+    """Serialise reconciliation per (tenant, user) until the transaction ends; returns
+    the milliseconds spent waiting (near zero when the claim already holds them)."""
+    return sum(lock_user(session, tenant, user_id) for tenant, user_id in sorted(users))
 
 
 _NEIGHBOURS = text(
@@ -219,7 +222,7 @@ def reconcile_batch(
     """Lock the batch's users, decide each candidate in order, then write the batch."""
     if not candidates:
         return ReconcileReport()
-    lock_users(session, {(c.tenant, c.user_id) for c in candidates})
+    waited = lock_users(session, {(c.tenant, c.user_id) for c in candidates})
     digests = [content_hash(c.content) for c in candidates]
     for attempt in range(1, PLAN_ATTEMPTS + 1):
         report, plan, events = _plan(
@@ -236,6 +239,7 @@ def reconcile_batch(
                 raise
             log.warning("reconcile plan went stale (attempt %d); re-planning", attempt)
             continue
+        report.lock_wait_ms = waited
         return report
     raise AssertionError("unreachable")
 
