@@ -137,6 +137,61 @@ _NEIGHBOURS = text(
 )
 
 
+# A user above MEMWELL_ANN_THRESHOLD has an HNSW index of their own
+# (memwell/retrieval/ann.py): searched through it, a batch's cost no longer grows with
+# the user's store. The index covers every row of the user and model, so it returns a
+# bounded pool of nearest rows, and the live ones among them are kept; exact
+# duplicates never depend on it (they are found by content hash, writes.py).
+_ANN_NEIGHBOURS = """
+    SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
+    FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.content, a.content_hash, a.kind, a.dist FROM (
+            SELECT id, content, content_hash, kind, deleted_at, superseded_by,
+                   (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims})) AS dist
+            FROM memories
+            WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
+            ORDER BY (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims}))
+            LIMIT :pool
+        ) a
+        WHERE a.deleted_at IS NULL AND a.superseded_by IS NULL
+        ORDER BY a.dist
+        LIMIT :k
+    ) m
+    """
+_ANN_USERS = text(
+    """
+    SELECT tenant, user_id, dims FROM memory_ann_indexes
+    WHERE embedding_model = :model
+      AND (tenant, user_id) IN (
+        SELECT * FROM unnest(CAST(:tenants AS text[]), CAST(:users AS text[])))
+    """
+)
+# The index is partial (its predicate names the user), which a generic plan cannot
+# match; and HNSW returns at most ef_search rows. Both scoped to this transaction.
+_ANN_SETTINGS = text(
+    "SELECT set_config('hnsw.ef_search', :ef, true),"
+    " set_config('plan_cache_mode', 'force_custom_plan', true)"
+)
+#: nearest rows read through a user's ANN index per candidate, before the live filter
+ANN_POOL_MIN = 40
+
+
+def _neighbour(row: Any) -> Neighbour:
+    return Neighbour(row.id, row.content, row.content_hash, row.kind, float(row.similarity))
+
+
+def _ann_users(
+    session: Session, users: set[tuple[str, str]], model: str
+) -> dict[tuple[str, str], int]:
+    ordered = sorted(users)
+    rows = session.execute(
+        _ANN_USERS,
+        {"model": model, "tenants": [t for t, _ in ordered], "users": [u for _, u in ordered]},
+    )
+    return {(r.tenant, r.user_id): int(r.dims) for r in rows}
+
+
 def fetch_neighbours(
     session: Session,
     candidates: Sequence[Candidate],
@@ -145,25 +200,46 @@ def fetch_neighbours(
     embedding_model: str,
     k: int,
 ) -> list[list[Neighbour]]:
-    """The k nearest live memories of each candidate's user, in one statement."""
+    """The k nearest live memories of each candidate's user: one statement for the
+    users searched exactly, one per user with an ANN index."""
     out: list[list[Neighbour]] = [[] for _ in candidates]
     if not candidates:
         return out
-    rows = session.execute(
-        _NEIGHBOURS,
-        {
-            "idx": list(range(len(candidates))),
-            "tenants": [c.tenant for c in candidates],
-            "users": [c.user_id for c in candidates],
-            "vecs": [vector_literal(v) for v in vectors],
-            "model": embedding_model,
-            "k": k,
-        },
-    )
-    for row in rows:
-        out[row.idx].append(
-            Neighbour(row.id, row.content, row.content_hash, row.kind, float(row.similarity))
+    ann = _ann_users(session, {(c.tenant, c.user_id) for c in candidates}, embedding_model)
+    exact = [i for i, c in enumerate(candidates) if (c.tenant, c.user_id) not in ann]
+    if exact:
+        rows = session.execute(
+            _NEIGHBOURS,
+            {
+                "idx": exact,
+                "tenants": [candidates[i].tenant for i in exact],
+                "users": [candidates[i].user_id for i in exact],
+                "vecs": [vector_literal(vectors[i]) for i in exact],
+                "model": embedding_model,
+                "k": k,
+            },
         )
+        for row in rows:
+            out[row.idx].append(_neighbour(row))
+    if ann:
+        pool = max(ANN_POOL_MIN, 4 * k)
+        session.execute(_ANN_SETTINGS, {"ef": str(pool)})
+    for (tenant, user_id), dims in sorted(ann.items()):
+        mine = [i for i, c in enumerate(candidates) if (c.tenant, c.user_id) == (tenant, user_id)]
+        rows = session.execute(
+            text(_ANN_NEIGHBOURS.format(dims=dims)),
+            {
+                "idx": mine,
+                "vecs": [vector_literal(vectors[i]) for i in mine],
+                "tenant": tenant,
+                "user_id": user_id,
+                "model": embedding_model,
+                "pool": pool,
+                "k": k,
+            },
+        )
+        for row in rows:
+            out[row.idx].append(_neighbour(row))
     return out
 
 
