@@ -238,9 +238,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="1,2,4",
         help="run a series: one worker per count, the raw embedder beside each",
     )
-    parser.add_argument("--shape", choices=SHAPES, default=None,
-                        help="how turns arrive (default: the data's order; --turns copies "
-                        "the data under new conversation ids as needed)")  # fmt: skip
+    parser.add_argument(
+        "--shape",
+        choices=SHAPES,
+        default=None,
+        help="how turns arrive (default: the data's order; --turns copies "
+        "the data under new conversation ids as needed)",
+    )
+    parser.add_argument("--users", type=int, default=15,
+                        help="conversations the turns come from (data copies)")  # fmt: skip
     add_json_flag(parser)
     return parser
 
@@ -430,7 +436,7 @@ def series(args: argparse.Namespace) -> SeriesHeadline:
     shape = args.shape or "sequential"
     counts = args.processes or [args.concurrency]
     source = list(read_locomo(args.data or LOCOMO_DEFAULT))
-    turns = shape_turns(source, shape, args.turns or len(source))
+    turns = shape_turns(source, shape, args.turns or len(source), users=args.users)
     views = [turn_view(t) for t in turns]
     texts = [
         c.content for v in views for c in extract_local(v, threshold=settings.extract_threshold)
