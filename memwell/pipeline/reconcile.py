@@ -120,23 +120,22 @@ def lock_users(session: Session, users: set[tuple[str, str]]) -> float:
     return sum(lock_user(session, tenant, user_id) for tenant, user_id in sorted(users))
 
 
-_NEIGHBOURS = text(
-    """
+# One statement per user, the user named by constants: the planner then reads that
+# user's rows through ix_memories_user. Named through the unnested candidates instead,
+# the user was unknown at planning time and every candidate scanned the whole table,
+# so a small user's batch grew with everyone else's memories.
+_NEIGHBOURS = """
     SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
-    FROM unnest(CAST(:idx AS int[]), CAST(:tenants AS text[]), CAST(:users AS text[]),
-                CAST(:vecs AS vector[])) AS c(idx, tenant, user_id, vec)
+    FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
     CROSS JOIN LATERAL (
         SELECT id, content, content_hash, kind, embedding <=> c.vec AS dist
         FROM memories
-        WHERE tenant = c.tenant AND user_id = c.user_id AND embedding_model = :model
+        WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
           AND deleted_at IS NULL AND superseded_by IS NULL
         ORDER BY embedding <=> c.vec
         LIMIT :k
     ) m
     """
-)
-
-
 # A user above MEMWELL_ANN_THRESHOLD has an HNSW index of their own
 # (memwell/retrieval/ann.py): searched through it, a batch's cost no longer grows with
 # the user's store. The index covers every row of the user and model, so it returns a
@@ -167,9 +166,10 @@ _ANN_USERS = text(
         SELECT * FROM unnest(CAST(:tenants AS text[]), CAST(:users AS text[])))
     """
 )
-# The index is partial (its predicate names the user), which a generic plan cannot
-# match; and HNSW returns at most ef_search rows. Both scoped to this transaction.
-_ANN_SETTINGS = text(
+# Custom plans: a generic plan of a prepared statement knows neither the user (so it
+# cannot pick ix_memories_user by the user's row count) nor that the user's partial
+# ANN index applies. And HNSW returns at most ef_search rows. Scoped to the transaction.
+_SEARCH_SETTINGS = text(
     "SELECT set_config('hnsw.ef_search', :ef, true),"
     " set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
@@ -182,12 +182,11 @@ def _neighbour(row: Any) -> Neighbour:
 
 
 def _ann_users(
-    session: Session, users: set[tuple[str, str]], model: str
+    session: Session, users: list[tuple[str, str]], model: str
 ) -> dict[tuple[str, str], int]:
-    ordered = sorted(users)
     rows = session.execute(
         _ANN_USERS,
-        {"model": model, "tenants": [t for t, _ in ordered], "users": [u for _, u in ordered]},
+        {"model": model, "tenants": [t for t, _ in users], "users": [u for _, u in users]},
     )
     return {(r.tenant, r.user_id): int(r.dims) for r in rows}
 
@@ -200,34 +199,22 @@ def fetch_neighbours(
     embedding_model: str,
     k: int,
 ) -> list[list[Neighbour]]:
-    """The k nearest live memories of each candidate's user: one statement for the
-    users searched exactly, one per user with an ANN index."""
+    """The k nearest live memories of each candidate's user: one statement per user,
+    exact, or through the user's ANN index when it has one."""
     out: list[list[Neighbour]] = [[] for _ in candidates]
     if not candidates:
         return out
-    ann = _ann_users(session, {(c.tenant, c.user_id) for c in candidates}, embedding_model)
-    exact = [i for i, c in enumerate(candidates) if (c.tenant, c.user_id) not in ann]
-    if exact:
+    by_user: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(candidates):
+        by_user.setdefault((c.tenant, c.user_id), []).append(i)
+    ann = _ann_users(session, sorted(by_user), embedding_model)
+    pool = max(ANN_POOL_MIN, 4 * k)
+    session.execute(_SEARCH_SETTINGS, {"ef": str(pool)})
+    for (tenant, user_id), mine in sorted(by_user.items()):
+        dims = ann.get((tenant, user_id))
+        statement = _ANN_NEIGHBOURS.format(dims=dims) if dims else _NEIGHBOURS
         rows = session.execute(
-            _NEIGHBOURS,
-            {
-                "idx": exact,
-                "tenants": [candidates[i].tenant for i in exact],
-                "users": [candidates[i].user_id for i in exact],
-                "vecs": [vector_literal(vectors[i]) for i in exact],
-                "model": embedding_model,
-                "k": k,
-            },
-        )
-        for row in rows:
-            out[row.idx].append(_neighbour(row))
-    if ann:
-        pool = max(ANN_POOL_MIN, 4 * k)
-        session.execute(_ANN_SETTINGS, {"ef": str(pool)})
-    for (tenant, user_id), dims in sorted(ann.items()):
-        mine = [i for i, c in enumerate(candidates) if (c.tenant, c.user_id) == (tenant, user_id)]
-        rows = session.execute(
-            text(_ANN_NEIGHBOURS.format(dims=dims)),
+            text(statement),
             {
                 "idx": mine,
                 "vecs": [vector_literal(vectors[i]) for i in mine],
