@@ -20,9 +20,10 @@ tasks still in flight) is not embedded at batch 1: the batch flushes at `limit`
 turns or after `linger_s`, whichever comes first. A turn alone pays the linger once.
 
 A task's own turn can land just after another worker claimed its user: skipped, it
-would wait for the sweeper. So `Claim.deferred` says some of the task's turns are
-still pending, and the task claims again; and a claim that found no other work waits
-for such a user's lock (its holder is mid-batch), rather than return empty-handed.
+would wait for the sweeper. So `Claim.deferred` lists the task's turns still pending
+outside the claim; the task claims again for them while it finds other work, and
+otherwise sends them a new consolidate task, a moment later, instead of waiting on
+the lock (worker/tasks.py). Workers never wait for one another.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from memwell.db.models import Turn
-from memwell.pipeline.user_lock import lock_user, try_lock_user
+from memwell.pipeline.user_lock import try_lock_user
 
 LINGER_POLL_S = 0.005
 
@@ -57,7 +58,7 @@ _OWN_USERS = text(
 )
 _OWN_LEFT = text(
     """
-    SELECT count(*) FROM turns
+    SELECT id FROM turns
     WHERE tenant = :tenant AND id = ANY(CAST(:ids AS text[])) AND status = 'pending'
       AND NOT (id = ANY(CAST(:claimed AS text[])))
     """
@@ -74,10 +75,8 @@ class Claim:
     tenant: str
     turns: list[Turn] = field(default_factory=list)
     users: list[str] = field(default_factory=list)
-    #: milliseconds spent waiting for a user's lock (only when nothing else was free)
-    lock_wait_ms: float = 0.0
-    #: some of the task's own turns are still pending outside this claim
-    deferred: bool = False
+    #: the task's own turns still pending outside this claim (their user was busy)
+    deferred: list[str] = field(default_factory=list)
 
 
 def _take_user(session: Session, claim: Claim, user_id: str, room: int) -> None:
@@ -126,19 +125,16 @@ def claim_batch(
     """claim_pending, then top up until `limit` turns or `linger_s` has passed."""
     claim = Claim(tenant)
     busy = claim_pending(session, claim, turn_ids=turn_ids, limit=limit)
-    if not claim.turns and busy:
-        # Nothing else to do: wait for the worker that holds this task's user.
-        claim.lock_wait_ms += lock_user(session, tenant, busy[0])
-        _take_user(session, claim, busy[0], limit)
     if claim.turns and linger_s > 0:
         deadline = time.monotonic() + linger_s
         while len(claim.turns) < limit and time.monotonic() < deadline:
             time.sleep(LINGER_POLL_S)
             claim_pending(session, claim, turn_ids=[], limit=limit)
-    if turn_ids:
-        left = session.execute(
-            _OWN_LEFT,
-            {"tenant": tenant, "ids": turn_ids, "claimed": [t.id for t in claim.turns]},
-        ).scalar()
-        claim.deferred = bool(left)
+    if turn_ids and (busy or len(claim.turns) == limit):
+        claim.deferred = list(
+            session.scalars(
+                _OWN_LEFT,
+                {"tenant": tenant, "ids": turn_ids, "claimed": [t.id for t in claim.turns]},
+            ).all()
+        )
     return claim

@@ -86,10 +86,10 @@ class ConsolidationReport:
     reconcile_ms: float = 0.0
     #: users in the batch (each claimed whole, memwell/pipeline/claim.py)
     users: int = 0
-    #: time spent waiting for users' locks, at the claim and in reconcile
+    #: time spent taking the users' locks in reconcile (held since the claim: ~0)
     lock_wait_ms: float = 0.0
-    #: some of the task's own turns are still pending: claim again for them
-    deferred: bool = False
+    #: the task's own turns still pending (their user was busy): claim again for them
+    deferred: tuple[str, ...] = ()
 
 
 def view(turn: Turn, replying_to: Question | None = None) -> TurnView:
@@ -127,7 +127,7 @@ def consolidate_pending(
     )
     turns = claim.turns
     if not turns:
-        return ConsolidationReport(lock_wait_ms=claim.lock_wait_ms, deferred=claim.deferred)
+        return ConsolidationReport(deferred=tuple(claim.deferred))
     analyzer = analyzer or LocalAnalyzer(threshold=config.extract_threshold)
     t0 = time.perf_counter()
     candidates: list[Candidate] = []
@@ -157,7 +157,7 @@ def consolidate_pending(
     )
     session.flush()  # the importance (and failure) values set on the ORM rows above
     if not turns:
-        return ConsolidationReport(deferred=claim.deferred)
+        return ConsolidationReport(deferred=tuple(claim.deferred))
     session.execute(
         update(Turn)
         .where(tuple_(Turn.tenant, Turn.id).in_([(t.tenant, t.id) for t in turns]))
@@ -175,6 +175,6 @@ def consolidate_pending(
         embed_ms=round((t2 - t1) * 1000, 2),
         reconcile_ms=round((t3 - t2) * 1000, 2),
         users=len(claim.users),
-        lock_wait_ms=round(claim.lock_wait_ms + result.lock_wait_ms, 2),
-        deferred=claim.deferred,
+        lock_wait_ms=round(result.lock_wait_ms, 2),
+        deferred=tuple(claim.deferred),
     )

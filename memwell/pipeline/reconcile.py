@@ -43,7 +43,7 @@ from memwell.db.models import Memory, MemoryEvent
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
 from memwell.pipeline.slots import supersedes
-from memwell.pipeline.user_lock import lock_user
+from memwell.pipeline.user_lock import lock_users
 from memwell.pipeline.writes import PLAN_ATTEMPTS, PlanStale, WritePlan, fetch_live_hashes
 from memwell.retrieval.search import vector_literal
 
@@ -112,12 +112,6 @@ class ReconcileReport:
             action, "superseded"
         )
         setattr(self, name, getattr(self, name) + 1)
-
-
-def lock_users(session: Session, users: set[tuple[str, str]]) -> float:
-    """Serialise reconciliation per (tenant, user) until the transaction ends; returns
-    the milliseconds spent waiting (near zero when the claim already holds them)."""
-    return sum(lock_user(session, tenant, user_id) for tenant, user_id in sorted(users))
 
 
 # One statement per user, the user named by constants: the planner then reads that

@@ -13,7 +13,10 @@ import time
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+_LOCK = text(
+    "SELECT pg_advisory_xact_lock(hashtextextended(k, 0))"
+    " FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n) ORDER BY n"
+)
 _TRY_LOCK = text("SELECT pg_try_advisory_xact_lock(hashtextextended(:key, 0))")
 
 
@@ -27,8 +30,10 @@ def try_lock_user(session: Session, tenant: str, user_id: str) -> bool:
     return bool(session.execute(_TRY_LOCK, {"key": lock_key(tenant, user_id)}).scalar())
 
 
-def lock_user(session: Session, tenant: str, user_id: str) -> float:
-    """Take the user's lock, waiting for its holder; returns the milliseconds waited."""
+def lock_users(session: Session, users: set[tuple[str, str]]) -> float:
+    """Take the users' locks in sorted order (no deadlocks), in one round trip, waiting
+    for their holders; returns the milliseconds it took."""
     t0 = time.perf_counter()
-    session.execute(_LOCK, {"key": lock_key(tenant, user_id)})
+    keys = [lock_key(tenant, user_id) for tenant, user_id in sorted(users)]
+    session.execute(_LOCK, {"keys": keys}).all()
     return (time.perf_counter() - t0) * 1000.0
