@@ -132,23 +132,20 @@ _NEIGHBOURS = """
     """
 # A user above MEMWELL_ANN_THRESHOLD has an HNSW index of their own
 # (memwell/retrieval/ann.py): searched through it, a batch's cost no longer grows with
-# the user's store. The index covers every row of the user and model, so it returns a
-# bounded pool of nearest rows, and the live ones among them are kept; exact
-# duplicates never depend on it (they are found by content hash, writes.py).
+# the user's store. The index also holds the user's superseded and deleted rows, so
+# the scan is iterative (pgvector 0.8): it reads on past them until it has k live
+# rows, up to a bounded number of index tuples. Exact duplicates never depend on it
+# (they are found by content hash, writes.py).
 _ANN_NEIGHBOURS = """
     SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
     FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
     CROSS JOIN LATERAL (
-        SELECT a.id, a.content, a.content_hash, a.kind, a.dist FROM (
-            SELECT id, content, content_hash, kind, deleted_at, superseded_by,
-                   (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims})) AS dist
-            FROM memories
-            WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
-            ORDER BY (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims}))
-            LIMIT :pool
-        ) a
-        WHERE a.deleted_at IS NULL AND a.superseded_by IS NULL
-        ORDER BY a.dist
+        SELECT id, content, content_hash, kind,
+               (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims})) AS dist
+        FROM memories
+        WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
+          AND deleted_at IS NULL AND superseded_by IS NULL
+        ORDER BY (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims}))
         LIMIT :k
     ) m
     """
@@ -162,13 +159,18 @@ _ANN_USERS = text(
 )
 # Custom plans: a generic plan of a prepared statement knows neither the user (so it
 # cannot pick ix_memories_user by the user's row count) nor that the user's partial
-# ANN index applies. And HNSW returns at most ef_search rows. Scoped to the transaction.
+# ANN index applies. HNSW's beam (ef_search) and the iterative scan's bound on the
+# index tuples it reads keep the ANN search's cost fixed. Scoped to the transaction.
 _SEARCH_SETTINGS = text(
     "SELECT set_config('hnsw.ef_search', :ef, true),"
+    " set_config('hnsw.iterative_scan', 'strict_order', true),"
+    " set_config('hnsw.max_scan_tuples', :max_scan, true),"
     " set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
-#: nearest rows read through a user's ANN index per candidate, before the live filter
-ANN_POOL_MIN = 40
+#: HNSW's search beam for a candidate's neighbours
+ANN_EF_SEARCH = 40
+#: at most this many index tuples read per candidate, live or not
+ANN_MAX_SCAN_TUPLES = 2000
 
 
 def _neighbour(row: Any) -> Neighbour:
@@ -202,8 +204,10 @@ def fetch_neighbours(
     for i, c in enumerate(candidates):
         by_user.setdefault((c.tenant, c.user_id), []).append(i)
     ann = _ann_users(session, sorted(by_user), embedding_model)
-    pool = max(ANN_POOL_MIN, 4 * k)
-    session.execute(_SEARCH_SETTINGS, {"ef": str(pool)})
+    session.execute(
+        _SEARCH_SETTINGS,
+        {"ef": str(max(ANN_EF_SEARCH, k)), "max_scan": str(ANN_MAX_SCAN_TUPLES)},
+    )
     for (tenant, user_id), mine in sorted(by_user.items()):
         dims = ann.get((tenant, user_id))
         statement = _ANN_NEIGHBOURS.format(dims=dims) if dims else _NEIGHBOURS
@@ -215,7 +219,6 @@ def fetch_neighbours(
                 "tenant": tenant,
                 "user_id": user_id,
                 "model": embedding_model,
-                "pool": pool,
                 "k": k,
             },
         )

@@ -18,6 +18,11 @@ _LOCK = text(
     " FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n) ORDER BY n"
 )
 _TRY_LOCK = text("SELECT pg_try_advisory_xact_lock(hashtextextended(:key, 0))")
+# The keys it could not take at once, in order (each tried exactly once).
+_TRY_ALL = text(
+    "SELECT k FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS u(k, n)"
+    " WHERE NOT pg_try_advisory_xact_lock(hashtextextended(k, 0)) ORDER BY n"
+)
 
 
 def lock_key(tenant: str, user_id: str) -> str:
@@ -31,9 +36,17 @@ def try_lock_user(session: Session, tenant: str, user_id: str) -> bool:
 
 
 def lock_users(session: Session, users: set[tuple[str, str]]) -> float:
-    """Take the users' locks in sorted order (no deadlocks), in one round trip, waiting
-    for their holders; returns the milliseconds it took."""
-    t0 = time.perf_counter()
+    """Take the users' locks, waiting for their holders; returns the milliseconds spent
+    blocked (0 when every lock was free or already held, as after a worker's claim).
+
+    Each lock is first tried without waiting, in one round trip; only the ones held
+    elsewhere are then waited for, in sorted order. A caller holding some users while
+    it waits for others can deadlock only with another caller doing the same across
+    the same users; Postgres detects that and fails one of them, which retries."""
     keys = [lock_key(tenant, user_id) for tenant, user_id in sorted(users)]
-    session.execute(_LOCK, {"keys": keys}).all()
+    busy = list(session.scalars(_TRY_ALL, {"keys": keys}).all())
+    if not busy:
+        return 0.0
+    t0 = time.perf_counter()
+    session.execute(_LOCK, {"keys": busy}).all()
     return (time.perf_counter() - t0) * 1000.0
