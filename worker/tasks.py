@@ -54,6 +54,8 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 ACCESS_FLUSH_ROUNDS = 20  # bounded: at most this many batches per beat tick
+MAX_CLAIM_ROUNDS = 100  # per chunk of a consolidate task's own turns
+REDISPATCH_DELAY_S = 0.2  # turns whose users are all held elsewhere try again after this
 
 
 class MemwellTask(Task[Any, Any]):
@@ -168,21 +170,37 @@ def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) ->
     size = steps.config.batch_size
     totals: dict[str, int] = {"turns": 0, "memories_added": 0, "batches": 0}
     for start in range(0, max(len(turn_ids), 1), size):
-        # Row-level security: this batch runs as `memwell_app` for this tenant only.
-        with tenant_transaction(runtime.tenant_sessions, tenant) as session:
-            report = consolidate_pending(
-                session,
-                runtime.embedder,
-                tenant=tenant,
-                turn_ids=turn_ids[start : start + size],
-                config=steps.config,
-                analyzer=steps.analyzer,
-                decider=steps.decider,
+        chunk = turn_ids[start : start + size]
+        # A batch claims whole users. A user another worker holds is skipped: its
+        # turns here come back as deferred, and are claimed again after this batch.
+        for _ in range(MAX_CLAIM_ROUNDS):
+            # Row-level security: this batch runs as `memwell_app` for this tenant only.
+            with tenant_transaction(runtime.tenant_sessions, tenant) as session:
+                report = consolidate_pending(
+                    session,
+                    runtime.embedder,
+                    tenant=tenant,
+                    turn_ids=chunk,
+                    config=steps.config,
+                    analyzer=steps.analyzer,
+                    decider=steps.decider,
+                )
+            record_batch(runtime.redis, report)
+            totals["turns"] += report.turns
+            totals["memories_added"] += report.memories_added
+            totals["batches"] += 1 if report.turns else 0
+            chunk = list(report.deferred)
+            if not chunk or not report.turns:
+                break
+        if chunk:
+            # Nothing else was free: their users' holders are mid-batch. Rather than
+            # wait on a lock, hand these turns a task of their own, a moment later.
+            send_consolidate(
+                tenant,
+                chunk,
+                broker_url=stack.redis_url(runtime.settings),
+                countdown=REDISPATCH_DELAY_S,
             )
-        record_batch(runtime.redis, report)
-        totals["turns"] += report.turns
-        totals["memories_added"] += report.memories_added
-        totals["batches"] += 1 if report.turns else 0
     return totals
 
 

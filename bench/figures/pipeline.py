@@ -4,6 +4,7 @@ beside the raw embedder on the very texts the worker embeds, measured in the sam
     python -m bench.figures.pipeline [--turns N] [--concurrency C]
     python -m bench.figures.pipeline --data ../shared/data/locomo/locomo-dev.json
     python -m bench.figures.pipeline --data FILE --precision int8
+    python -m bench.figures.pipeline --processes 1,2,4,8,14 --shape interleaved --turns 8280
 
 Starts embedded Postgres and Valkey (unless DATABASE_URL / REDIS_URL are set), a worker
 subprocess, enqueues the turns through `memwell.enqueue_turns`, and times enqueue ->
@@ -16,6 +17,13 @@ worker has, each with the worker's intra-op threads, batch size and precision, t
 before and after the pipeline (the mean is the floor; both are printed, so a busy host
 shows). When memories are int8 it is also timed at fp32: int8 memories pay only if the
 pipeline beats the fp32 embedder by a wide margin (goal >= 1.6x).
+
+`--processes 1,2,4,...` runs a series in one command: for each count, a fresh tenant,
+a worker with that many pool processes (threads: cores / processes), and the raw
+embedder at the same count just before it. `--shape` picks how the turns arrive
+(bench/harness/turn_shapes.py): many users interleaved, one conversation after
+another, or a single heavy user. Beside turns/s it prints what the batches waited for
+users' locks, their reconcile time and how many users each held (the worker's stats).
 """
 
 from __future__ import annotations
@@ -37,11 +45,12 @@ from typing import Any
 import redis
 
 import memwell
-from bench.harness.drain import wait_processed
+from bench.harness.drain import processed_turns, wait_processed
 from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, describe_onnx, tree_cpu_s
 from bench.harness.locomo_data import turn_view
 from bench.harness.stack import LOCOMO_DEFAULT
+from bench.harness.turn_shapes import SHAPES, shape_turns
 from memwell.core.settings import Settings
 from memwell.db import migrate
 from memwell.db.engine import make_engine, make_sessionmaker
@@ -222,8 +231,31 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"precision of the stored memories (default: {PRECISION_ENV} "
                         "or the shipped default)")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument(
+        "--processes",
+        type=_counts,
+        default=None,
+        metavar="1,2,4",
+        help="run a series: one worker per count, the raw embedder beside each",
+    )
+    parser.add_argument(
+        "--shape",
+        choices=SHAPES,
+        default=None,
+        help="how turns arrive (default: the data's order; --turns copies "
+        "the data under new conversation ids as needed)",
+    )
+    parser.add_argument("--users", type=int, default=15,
+                        help="conversations the turns come from (data copies)")  # fmt: skip
     add_json_flag(parser)
     return parser
+
+
+def _counts(value: str) -> list[int]:
+    counts = [int(v) for v in value.split(",") if v.strip()]
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("a comma-separated list of process counts >= 1")
+    return counts
 
 
 def _raw_rates(
@@ -245,6 +277,8 @@ def headline(argv: list[str] | None = None) -> PipelineHeadline | None:
     if args.data is not None and not args.data.exists():
         print(f"skipped: no data at {args.data}")
         return None
+    if args.processes or args.shape:
+        return series(args)
     if args.precision:
         os.environ[PRECISION_ENV] = args.precision  # the worker inherits it
     settings = Settings()
@@ -341,6 +375,123 @@ def headline(argv: list[str] | None = None) -> PipelineHeadline | None:
         pipeline_cpu_ms_per_turn=pipe_cpu_turn * 1000,
         embedder_cpu_ms_per_turn=raw_cpu_turn * 1000,
     )
+
+
+@dataclass(frozen=True)
+class SeriesRow:
+    processes: int
+    threads: int
+    turns_per_s: float
+    embedder_turns_per_s: float
+    batches: int
+    lock_wait_ms_per_batch: float
+    reconcile_ms_per_batch: float
+    users_per_batch: float
+    turns_per_batch: float
+
+
+@dataclass(frozen=True)
+class SeriesHeadline:
+    """The process series: one row per worker process count, same turns, same run."""
+
+    shape: str
+    turns: int
+    users: int
+    memory_texts: int
+    precision: str
+    host: str
+    rows: list[SeriesRow]
+
+
+def _drain(
+    env: dict[str, str], redis_url: str, db_url: str, turns: list[TurnIn], tenant: str, c: int
+) -> tuple[float, dict[str, float]]:
+    """One worker of `c` processes consolidates `turns` as `tenant`: (seconds, stats)."""
+    worker = _start_worker(env, c)
+    client = redis.Redis.from_url(redis_url)
+    client.delete(STATS_KEY)
+    engine = make_engine(db_url, pool_size=1)
+    sessions = make_sessionmaker(engine)
+    try:
+        before = processed_turns(sessions)
+        started = time.perf_counter()
+        memwell.enqueue_turns(turns, tenant=tenant, broker_url=redis_url, chunk_size=100)
+        wait_processed(sessions, before + len(turns))
+        elapsed = time.perf_counter() - started
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        engine.dispose()
+    stats = read_stats(client)
+    client.close()
+    return elapsed, stats
+
+
+def series(args: argparse.Namespace) -> SeriesHeadline:
+    """Run the process series, print its table, return it."""
+    if args.precision:
+        os.environ[PRECISION_ENV] = args.precision
+    settings = Settings()
+    precision = settings.local_embedding_precision
+    shape = args.shape or "sequential"
+    counts = args.processes or [args.concurrency]
+    source = list(read_locomo(args.data or LOCOMO_DEFAULT))
+    turns = shape_turns(source, shape, args.turns or len(source), users=args.users)
+    views = [turn_view(t) for t in turns]
+    texts = [
+        c.content for v in views for c in extract_local(v, threshold=settings.extract_threshold)
+    ]
+    per_turn = len(texts) / len(turns)
+    batch = settings.embedding_batch_size
+    users = len({t.user_id for t in turns})
+    print(f"host: {describe_host()}")
+    print(f"{len(turns)} turns ({shape}, {users} users) -> {len(texts)} memory texts",
+          file=sys.stderr)  # fmt: skip
+    rows: list[SeriesRow] = []
+    with _services() as (db_url, redis_url, _pids):
+        migrate.upgrade(db_url)
+        env = dict(os.environ, DATABASE_URL=db_url, REDIS_URL=redis_url, HF_HUB_OFFLINE="1")
+        env |= {"MEMWELL_EMBEDDING_PROVIDER": "local", PRECISION_ENV: precision}
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        for c in counts:
+            threads = worker_threads(settings, c)
+            raw = _raw_rates(texts, [precision], batch, c, threads, f"{c} process(es)")
+            print(f"  pipeline, {c} process(es)", file=sys.stderr, flush=True)
+            elapsed, stats = _drain(env, redis_url, db_url, turns, f"bench-{shape}-c{c}", c)
+            n = stats.get("batches", 0) or 1
+            rows.append(
+                SeriesRow(
+                    processes=c,
+                    threads=threads,
+                    turns_per_s=len(turns) / elapsed,
+                    embedder_turns_per_s=raw[precision].texts_per_s / per_turn,
+                    batches=int(stats.get("batches", 0)),
+                    lock_wait_ms_per_batch=stats.get("lock_wait_ms", 0) / n,
+                    reconcile_ms_per_batch=stats.get("reconcile_ms", 0) / n,
+                    users_per_batch=stats.get("users", 0) / n,
+                    turns_per_batch=stats.get("turns", 0) / n,
+                )
+            )
+    _print_series(rows, shape, len(turns), users, precision)
+    return SeriesHeadline(shape, len(turns), users, len(texts), precision, describe_host(), rows)
+
+
+def _print_series(
+    rows: list[SeriesRow], shape: str, turns: int, users: int, precision: str
+) -> None:
+    print(f"\nLocal-mode consolidation by worker processes: {turns} turns, {shape}, "
+          f"{users} users, {precision} memories (one run; compare within it)")  # fmt: skip
+    print("| processes | threads each | pipeline turns/s | raw embedder turns/s "
+          "| pipeline / embedder | speed-up vs first | lock wait ms / batch "
+          "| reconcile ms / batch | users / batch | turns / batch |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    first = rows[0].turns_per_s
+    for r in rows:
+        print(f"| {r.processes} | {r.threads} | {r.turns_per_s:.0f} | "
+              f"{r.embedder_turns_per_s:.0f} | {r.turns_per_s / r.embedder_turns_per_s:.0%} | "
+              f"{r.turns_per_s / first:.2f} | {r.lock_wait_ms_per_batch:.1f} | "
+              f"{r.reconcile_ms_per_batch:.0f} | {r.users_per_batch:.1f} | "
+              f"{r.turns_per_batch:.1f} |")  # fmt: skip
 
 
 def main() -> int:

@@ -111,6 +111,26 @@ EMBED_BATCH_SECONDS = Histogram(
     buckets=_FAST,
 )
 
+# --- consolidation ---------------------------------------------------------------------
+CONSOLIDATE_LOCK_WAIT_SECONDS = Histogram(
+    "memwell_consolidate_lock_wait_seconds",
+    "Time one consolidate batch waited for its users' locks (claim and reconcile). Near "
+    "zero when workers claim whole users; growth means workers queue on the same users.",
+    buckets=_FAST,
+)
+CONSOLIDATE_RECONCILE_SECONDS = Histogram(
+    "memwell_consolidate_reconcile_seconds",
+    "Reconcile time of one consolidate batch (per=batch) and its mean per user in the "
+    "batch (per=user).",
+    ["per"],
+    buckets=_FAST,
+)
+CONSOLIDATE_BATCH_USERS = Histogram(
+    "memwell_consolidate_batch_users",
+    "Users in one consolidate batch (each claimed with all its pending turns).",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+
 
 def record_llm_call(
     *, stage: str, tenant: str, prompt_tokens: int, completion_tokens: int, ok: bool = True

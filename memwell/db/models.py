@@ -92,6 +92,14 @@ class Turn(Base):
             "received_at",
             postgresql_where=text("status = 'pending'"),
         ),
+        # A consolidate worker claims whole users: one user's pending turns in order.
+        Index(
+            "ix_turns_pending_by_user",
+            "tenant",
+            "user_id",
+            "seq",
+            postgresql_where=text("status = 'pending'"),
+        ),
     )
 
 

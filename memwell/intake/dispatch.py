@@ -165,15 +165,22 @@ def resend_from_inbox(task_id: str, body: bytes, *, broker_url: str) -> None:
 
 
 def send_consolidate(
-    tenant: str, turn_ids: list[str], *, broker_url: str, request_id: str | None = None
+    tenant: str,
+    turn_ids: list[str],
+    *,
+    broker_url: str,
+    request_id: str | None = None,
+    countdown: float | None = None,
 ) -> None:
-    """One consolidate task for these (already persisted) turns."""
+    """One consolidate task for these (already persisted) turns, `countdown` seconds
+    from now when given."""
     producer_app(broker_url).send_task(
         TaskName.CONSOLIDATE_TURNS,
         kwargs={"tenant": tenant, "turn_ids": turn_ids},
         queue=pipeline_queue(get_settings().pipeline_uses_llm, local=Queue.EMBED),
         # The originating request's id, so the worker's log lines for these turns carry it.
         headers={"request_id": request_id or current_request_id() or ""},
+        countdown=countdown,
     )
 
 

@@ -27,7 +27,8 @@ from memwell.embeddings.base import Embedder
 from memwell.intake.turns import AwareInstant, Content, Identifier, Metadata
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.importance import score_text
-from memwell.pipeline.reconcile import Outcome, ReconcilePolicy, lock_users, reconcile_batch
+from memwell.pipeline.reconcile import Outcome, ReconcilePolicy, reconcile_batch
+from memwell.pipeline.user_lock import lock_users
 from memwell.pipeline.writes import write_memories
 
 MemoryKind = Literal["fact", "preference", "event", "summary", "episode"]

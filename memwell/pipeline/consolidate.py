@@ -84,6 +84,12 @@ class ConsolidationReport:
     analyze_ms: float = 0.0
     embed_ms: float = 0.0
     reconcile_ms: float = 0.0
+    #: users in the batch (each claimed whole, memwell/pipeline/claim.py)
+    users: int = 0
+    #: time spent taking the users' locks in reconcile (held since the claim: ~0)
+    lock_wait_ms: float = 0.0
+    #: the task's own turns still pending (their user was busy): claim again for them
+    deferred: tuple[str, ...] = ()
 
 
 def view(turn: Turn, replying_to: Question | None = None) -> TurnView:
@@ -112,15 +118,16 @@ def consolidate_pending(
 ) -> ConsolidationReport:
     """Process up to `config.batch_size` pending turns (the given ones first). Turns
     already processed are skipped, so a rerun is a no-op."""
-    turns = claim_batch(
+    claim = claim_batch(
         session,
         tenant=tenant,
         turn_ids=turn_ids,
         limit=config.batch_size,
         linger_s=config.linger_s,
     )
+    turns = claim.turns
     if not turns:
-        return ConsolidationReport()
+        return ConsolidationReport(deferred=tuple(claim.deferred))
     analyzer = analyzer or LocalAnalyzer(threshold=config.extract_threshold)
     t0 = time.perf_counter()
     candidates: list[Candidate] = []
@@ -150,7 +157,7 @@ def consolidate_pending(
     )
     session.flush()  # the importance (and failure) values set on the ORM rows above
     if not turns:
-        return ConsolidationReport()
+        return ConsolidationReport(deferred=tuple(claim.deferred))
     session.execute(
         update(Turn)
         .where(tuple_(Turn.tenant, Turn.id).in_([(t.tenant, t.id) for t in turns]))
@@ -167,4 +174,7 @@ def consolidate_pending(
         analyze_ms=round((t1 - t0) * 1000, 2),
         embed_ms=round((t2 - t1) * 1000, 2),
         reconcile_ms=round((t3 - t2) * 1000, 2),
+        users=len(claim.users),
+        lock_wait_ms=round(result.lock_wait_ms, 2),
+        deferred=tuple(claim.deferred),
     )

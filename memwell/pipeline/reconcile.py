@@ -19,6 +19,9 @@ Concurrency: the batch takes a transaction-scoped advisory lock per (tenant, use
 in sorted order (no deadlocks), before it reads neighbours. Two workers reconciling
 near-identical memories for one user therefore run one after the other, and the
 second sees the first's rows: no duplicates. Different users never wait on each other.
+A consolidate worker already holds these locks from its claim (whole users, see
+memwell/pipeline/claim.py), so there the lock costs no wait; other callers (a
+session's deletion, direct calls) still queue on it.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from memwell.db.models import Memory, MemoryEvent
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
 from memwell.pipeline.slots import supersedes
+from memwell.pipeline.user_lock import lock_users
 from memwell.pipeline.writes import PLAN_ATTEMPTS, PlanStale, WritePlan, fetch_live_hashes
 from memwell.retrieval.search import vector_literal
 
@@ -100,6 +104,8 @@ class ReconcileReport:
     memory_ids: list[uuid.UUID] = field(default_factory=list)
     #: one per candidate, in order
     outcomes: list[Outcome] = field(default_factory=list)
+    #: time spent waiting for the users' locks
+    lock_wait_ms: float = 0.0
 
     def count(self, action: Action) -> None:
         name = {"add": "added", "reinforce": "reinforced", "merge": "merged"}.get(
@@ -108,30 +114,77 @@ class ReconcileReport:
         setattr(self, name, getattr(self, name) + 1)
 
 
-def lock_users(session: Session, users: set[tuple[str, str]]) -> None:
-    """Serialise reconciliation per (tenant, user) until the transaction ends."""
-    for tenant, user_id in sorted(users):
-        session.execute(
-            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"),
-            {"key": f"memwell:{len(tenant)}:{tenant}:{user_id}"},
-        )
-
-
-_NEIGHBOURS = text(
-    """
+# One statement per user, the user named by constants: the planner then reads that
+# user's rows through ix_memories_user. Named through the unnested candidates instead,
+# the user was unknown at planning time and every candidate scanned the whole table,
+# so a small user's batch grew with everyone else's memories.
+_NEIGHBOURS = """
     SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
-    FROM unnest(CAST(:idx AS int[]), CAST(:tenants AS text[]), CAST(:users AS text[]),
-                CAST(:vecs AS vector[])) AS c(idx, tenant, user_id, vec)
+    FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
     CROSS JOIN LATERAL (
         SELECT id, content, content_hash, kind, embedding <=> c.vec AS dist
         FROM memories
-        WHERE tenant = c.tenant AND user_id = c.user_id AND embedding_model = :model
+        WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
           AND deleted_at IS NULL AND superseded_by IS NULL
         ORDER BY embedding <=> c.vec
         LIMIT :k
     ) m
     """
+# A user above MEMWELL_ANN_THRESHOLD has an HNSW index of their own
+# (memwell/retrieval/ann.py): searched through it, a batch's cost no longer grows with
+# the user's store. The index also holds the user's superseded and deleted rows, so
+# the scan is iterative (pgvector 0.8): it reads on past them until it has k live
+# rows, up to a bounded number of index tuples. Exact duplicates never depend on it
+# (they are found by content hash, writes.py).
+_ANN_NEIGHBOURS = """
+    SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
+    FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
+    CROSS JOIN LATERAL (
+        SELECT id, content, content_hash, kind,
+               (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims})) AS dist
+        FROM memories
+        WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
+          AND deleted_at IS NULL AND superseded_by IS NULL
+        ORDER BY (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims}))
+        LIMIT :k
+    ) m
+    """
+_ANN_USERS = text(
+    """
+    SELECT tenant, user_id, dims FROM memory_ann_indexes
+    WHERE embedding_model = :model
+      AND (tenant, user_id) IN (
+        SELECT * FROM unnest(CAST(:tenants AS text[]), CAST(:users AS text[])))
+    """
 )
+# Custom plans: a generic plan of a prepared statement knows neither the user (so it
+# cannot pick ix_memories_user by the user's row count) nor that the user's partial
+# ANN index applies. HNSW's beam (ef_search) and the iterative scan's bound on the
+# index tuples it reads keep the ANN search's cost fixed. Scoped to the transaction.
+_SEARCH_SETTINGS = text(
+    "SELECT set_config('hnsw.ef_search', :ef, true),"
+    " set_config('hnsw.iterative_scan', 'strict_order', true),"
+    " set_config('hnsw.max_scan_tuples', :max_scan, true),"
+    " set_config('plan_cache_mode', 'force_custom_plan', true)"
+)
+#: HNSW's search beam for a candidate's neighbours
+ANN_EF_SEARCH = 40
+#: at most this many index tuples read per candidate, live or not
+ANN_MAX_SCAN_TUPLES = 2000
+
+
+def _neighbour(row: Any) -> Neighbour:
+    return Neighbour(row.id, row.content, row.content_hash, row.kind, float(row.similarity))
+
+
+def _ann_users(
+    session: Session, users: list[tuple[str, str]], model: str
+) -> dict[tuple[str, str], int]:
+    rows = session.execute(
+        _ANN_USERS,
+        {"model": model, "tenants": [t for t, _ in users], "users": [u for _, u in users]},
+    )
+    return {(r.tenant, r.user_id): int(r.dims) for r in rows}
 
 
 def fetch_neighbours(
@@ -142,25 +195,35 @@ def fetch_neighbours(
     embedding_model: str,
     k: int,
 ) -> list[list[Neighbour]]:
-    """The k nearest live memories of each candidate's user, in one statement."""
+    """The k nearest live memories of each candidate's user: one statement per user,
+    exact, or through the user's ANN index when it has one."""
     out: list[list[Neighbour]] = [[] for _ in candidates]
     if not candidates:
         return out
-    rows = session.execute(
-        _NEIGHBOURS,
-        {
-            "idx": list(range(len(candidates))),
-            "tenants": [c.tenant for c in candidates],
-            "users": [c.user_id for c in candidates],
-            "vecs": [vector_literal(v) for v in vectors],
-            "model": embedding_model,
-            "k": k,
-        },
+    by_user: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(candidates):
+        by_user.setdefault((c.tenant, c.user_id), []).append(i)
+    ann = _ann_users(session, sorted(by_user), embedding_model)
+    session.execute(
+        _SEARCH_SETTINGS,
+        {"ef": str(max(ANN_EF_SEARCH, k)), "max_scan": str(ANN_MAX_SCAN_TUPLES)},
     )
-    for row in rows:
-        out[row.idx].append(
-            Neighbour(row.id, row.content, row.content_hash, row.kind, float(row.similarity))
+    for (tenant, user_id), mine in sorted(by_user.items()):
+        dims = ann.get((tenant, user_id))
+        statement = _ANN_NEIGHBOURS.format(dims=dims) if dims else _NEIGHBOURS
+        rows = session.execute(
+            text(statement),
+            {
+                "idx": mine,
+                "vecs": [vector_literal(vectors[i]) for i in mine],
+                "tenant": tenant,
+                "user_id": user_id,
+                "model": embedding_model,
+                "k": k,
+            },
         )
+        for row in rows:
+            out[row.idx].append(_neighbour(row))
     return out
 
 
@@ -219,7 +282,7 @@ def reconcile_batch(
     """Lock the batch's users, decide each candidate in order, then write the batch."""
     if not candidates:
         return ReconcileReport()
-    lock_users(session, {(c.tenant, c.user_id) for c in candidates})
+    waited = lock_users(session, {(c.tenant, c.user_id) for c in candidates})
     digests = [content_hash(c.content) for c in candidates]
     for attempt in range(1, PLAN_ATTEMPTS + 1):
         report, plan, events = _plan(
@@ -236,6 +299,7 @@ def reconcile_batch(
                 raise
             log.warning("reconcile plan went stale (attempt %d); re-planning", attempt)
             continue
+        report.lock_wait_ms = waited
         return report
     raise AssertionError("unreachable")
 

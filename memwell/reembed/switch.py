@@ -16,7 +16,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from memwell.embeddings import Embedder
-from memwell.pipeline.reconcile import lock_users
+from memwell.pipeline.user_lock import lock_users
 from memwell.retrieval.ann import build_user_index
 from memwell.retrieval.search import vector_literal
 

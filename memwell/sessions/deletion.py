@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from memwell.db.models import ChatSession, Memory, MemoryEvent, Turn
 from memwell.memories.erasure import REDACTED, lock_users
-from memwell.pipeline.reconcile import lock_users as lock_reconciliation
+from memwell.pipeline.user_lock import lock_users as lock_reconciliation
 
 
 def delete_session_rows(
