@@ -61,8 +61,12 @@ def torch_export(model_dir: Path) -> None:
     ).eval()
 
     class Pooled(torch.nn.Module):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
         def forward(self, ids: Any, mask: Any, types: Any) -> Any:
-            hidden = bert(input_ids=ids, attention_mask=mask, token_type_ids=types)[0]
+            hidden = self.bert(input_ids=ids, attention_mask=mask, token_type_ids=types)[0]
             weights = mask.unsqueeze(-1).to(hidden.dtype)
             mean = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(mean, p=2.0, dim=1)

@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memwell.core.model_calibration import CALIBRATIONS
+
 EmbeddingProvider = Literal["auto", "local", "openai"]
 #: Expensive requests in flight per API process in local mode. On 2 cores one process
 #: serves about 100-200 chats/s, so a full house waits well under a second.
@@ -86,6 +88,15 @@ class Settings(BaseSettings):
         default="auto",
         validation_alias="MEMWELL_EMBEDDING_PROVIDER",
         description="auto: openai when a model endpoint is configured, else local.",
+    )
+    local_model: Literal["minilm", "e5-small"] = Field(
+        default="minilm",
+        validation_alias="MEMWELL_LOCAL_MODEL",
+        description="The local embedding model: minilm (all-MiniLM-L6-v2, English) or "
+        "e5-small (multilingual-e5-small, about 100 languages; needs the 'e5' extra). "
+        "Each has its own calibration: unless set explicitly, MEMWELL_SIM_FLOOR, "
+        "MEMWELL_MERGE_THRESHOLD and MEMWELL_SUPERSEDE_FLOOR take the model's (see "
+        "docs/models.md). A different model name: switching a store needs a re-embed.",
     )
     local_embedding_precision: Literal["fp32", "int8"] = Field(
         default="fp32",
@@ -677,6 +688,18 @@ class Settings(BaseSettings):
                     f"MEMWELL_REEMBED_TARGETS entry {entry!r}: expected provider:model or "
                     "provider:model@http(s)://endpoint"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _calibrate_for_the_local_model(self) -> Settings:
+        # Cosines of different models live in different bands: a cut-off the operator
+        # did not set comes from the selected model's calibration.
+        if self.resolved_embedding_provider != "local":
+            return self
+        calibration = CALIBRATIONS[self.local_model]
+        for name in ("similarity_floor", "merge_threshold", "supersede_floor"):
+            if name not in self.model_fields_set:
+                object.__setattr__(self, name, getattr(calibration, name))
         return self
 
     @property

@@ -8,10 +8,11 @@ pinned, so another release of the package can never change the stored vectors si
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +32,7 @@ MINILM_INSTALL_HINT = (
     "(or configure an OpenAI-compatible endpoint with OPENAI_BASE_URL / OPENAI_API_KEY)."
 )
 
-Tensors = dict[str, npt.NDArray[np.float32]]
+Tensors = dict[str, npt.NDArray[Any]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class ModelSource:
     distribution_version: str
     tokenizer_json: bytes
     load_weights: Callable[[], Tensors]
+    #: Other files the runtime reads beside tokenizer.json (name -> content).
+    extra_files: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def sha256_of(path: Path) -> str:

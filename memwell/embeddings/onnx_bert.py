@@ -23,7 +23,11 @@ ATTENTION_MASK = "attention_mask"
 TOKEN_TYPE_IDS = "token_type_ids"
 OUTPUT_NAME = "embedding"
 
-Weights = Mapping[str, npt.NDArray[np.float32]]
+Weights = Mapping[str, npt.NDArray[Any]]
+#: Word embeddings kept as Q4_0 (nibbles (vocab, blocks, 16) uint8, scales (vocab, blocks,
+#: 1) float32) instead of embeddings.word_embeddings.weight: dequantised in the graph.
+PACKED_WORDS = "embeddings.word_embeddings.q4"
+PACKED_WORD_SCALES = "embeddings.word_embeddings.q4_scale"
 
 
 @dataclass(frozen=True)
@@ -142,11 +146,7 @@ def build_encoder(weights: Weights, shape: EncoderShape) -> bytes:
 
 
 def _embeddings(g: _Graph, weights: Weights, shape: EncoderShape) -> str:
-    words = g.op(
-        "Gather",
-        [g.const("word_embeddings", weights["embeddings.word_embeddings.weight"]), INPUT_IDS],
-        axis=0,
-    )
+    words = _word_vectors(g, weights, shape)
     # positions 0..S-1 index a table already shifted by the offset.
     table = weights["embeddings.position_embeddings.weight"][shape.position_offset :]
     ones = g.op(
@@ -172,6 +172,26 @@ def _embeddings(g: _Graph, weights: Weights, shape: EncoderShape) -> str:
         weights["embeddings.LayerNorm.bias"],
         shape.layer_norm_eps,
     )
+
+
+def _word_vectors(g: _Graph, weights: Weights, shape: EncoderShape) -> str:
+    if PACKED_WORDS not in weights:
+        table = weights["embeddings.word_embeddings.weight"]
+        return g.op("Gather", [g.const("word_embeddings", table), INPUT_IDS], axis=0)
+    # Each byte holds weight j (low nibble) and j + 16 (high) of its block of 32.
+    packed = g.op(
+        "Gather", [g.const("word_nibbles", weights[PACKED_WORDS], np.uint8), INPUT_IDS], axis=0
+    )
+    four = g.const("four", np.full(1, 4, np.uint8), np.uint8)
+    high = g.op("BitShift", [packed, four], direction="RIGHT")
+    low = g.op("Sub", [packed, g.op("BitShift", [high, four], direction="LEFT")])
+    nibbles = g.op("Cast", [g.op("Concat", [low, high], axis=-1)], to=1)  # FLOAT
+    centred = g.op("Sub", [nibbles, g.const("eight", 8.0)])
+    scales = g.op(
+        "Gather", [g.const("word_scales", weights[PACKED_WORD_SCALES]), INPUT_IDS], axis=0
+    )
+    values = g.op("Mul", [centred, scales])
+    return g.op("Reshape", [values, g.const("merge_shape", [0, 0, shape.hidden], np.int64)])
 
 
 def _attention_bias(g: _Graph) -> str:

@@ -147,8 +147,9 @@ def _write_meta(
 def _export_fp32(model_dir: Path, spec: LocalModelSpec, say: Progress) -> None:
     source = spec.source()
     say(f"Building {spec.model_name} as ONNX in {model_dir} (one time only)...")
-    with _atomic_output(model_dir / TOKENIZER_FILENAME) as tmp:
-        tmp.write_bytes(source.tokenizer_json)
+    for name, content in {**source.extra_files, TOKENIZER_FILENAME: source.tokenizer_json}.items():
+        with _atomic_output(model_dir / name) as tmp:
+            tmp.write_bytes(content)
     graph = build_encoder(source.load_weights(), spec.shape)
     final = model_dir / FP32_FILENAME
     with _atomic_output(final) as tmp:
