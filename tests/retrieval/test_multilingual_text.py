@@ -1,0 +1,71 @@
+"""The full-text half of the hybrid search on text in other languages, on real Postgres:
+Chinese and Japanese have no spaces, and each of their characters is a lexeme."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
+
+from memwell.retrieval.search import MemoryHit, search_sync
+from tests.support.memory_factory import MODEL, NOW, QUERY, add_memory, search_params, unit
+
+#: (language, memories, a question in that language, the memory that answers it)
+CASES = [
+    ("zh", ["我姐姐在汉堡住了三年了。", "我对花生过敏。", "我们的狗叫布鲁诺。"],
+     "我对什么过敏？", 1),
+    ("ja", ["姉はハンブルクに住んでいます。", "私はピーナッツアレルギーです。",
+            "犬の名前はブルーノです。"], "ピーナッツは大丈夫ですか？", 1),
+    ("de", ["Meine Schwester wohnt in Hamburg.", "Ich bin allergisch gegen Erdnüsse.",
+            "Unser Hund heißt Bruno."], "Wie heißt der Hund?", 2),
+    ("es", ["Mi hermana vive en Hamburgo.", "Soy alérgico a los cacahuetes.",
+            "Nuestro perro se llama Bruno."], "¿Dónde vive mi hermana?", 0),
+    ("fr", ["Ma sœur habite à Hambourg.", "Je suis allergique aux cacahuètes.",
+            "Notre chien s'appelle Bruno."], "Comment s'appelle notre chien ?", 2),
+]  # fmt: skip
+
+
+def _search(db: sessionmaker[Session], ids: dict[str, str], **overrides: Any) -> list[MemoryHit]:
+    base: dict[str, Any] = {
+        "tenant": ids["tenant"], "user_id": ids["user"], "query_vector": QUERY,
+        "embedding_model": MODEL, "k": 10, "similarity_floor": 0.0, "fusion": "score",
+        "w_relevance": 1.0, "w_importance": 0.0, "w_recency": 0.0,
+        "half_life_h": 24.0, "half_life_access_h": 12.0, "now": NOW,
+    }  # fmt: skip
+    base.update(overrides)
+    with db() as session:
+        return search_sync(session, search_params(**base))
+
+
+@pytest.mark.parametrize(("language", "memories", "question", "answer"), CASES)
+def test_a_question_matches_the_text_of_a_memory_in_its_language(
+    db: sessionmaker[Session],
+    ids: dict[str, str],
+    language: str,
+    memories: list[str],
+    question: str,
+    answer: int,
+) -> None:
+    with db.begin() as session:
+        for i, content in enumerate(memories):
+            # The same cosine for all: only the text rank can tell them apart.
+            add_memory(
+                session, tenant=ids["tenant"], user_id=ids["user"], content=content,
+                embedding=unit(0.5, axis=1 + i),
+            )  # fmt: skip
+    hits = _search(db, ids, query_text=question)
+    assert hits[0].content == memories[answer], language
+    assert hits[0].text_rank > 0
+
+
+def test_chinese_text_is_one_lexeme_per_character(db: sessionmaker[Session]) -> None:
+    with db() as session:
+        lexemes = session.execute(
+            text(
+                "SELECT tsvector_to_array(to_tsvector('english', "
+                "public.memwell_search_text('我住在北京, in Berlin')))"
+            )
+        ).scalar_one()
+    assert set(lexemes) == {"我", "住", "在", "北", "京", "berlin"}
