@@ -69,3 +69,38 @@ def test_chinese_text_is_one_lexeme_per_character(db: sessionmaker[Session]) -> 
             )
         ).scalar_one()
     assert set(lexemes) == {"我", "住", "在", "北", "京", "berlin"}
+
+
+def test_the_models_similarity_scale_maps_cosine_before_fusion(
+    db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    with db.begin() as session:
+        for i, cos in enumerate((0.9, 0.8)):
+            add_memory(
+                session, tenant=ids["tenant"], user_id=ids["user"], content=f"memory {i}",
+                embedding=unit(cos, axis=1 + i),
+            )  # fmt: skip
+    hits = _search(db, ids, fusion="vector", similarity_scale=3.5)
+    assert [h.similarity for h in hits] == pytest.approx([0.9, 0.8], abs=1e-5)
+    assert [h.relevance for h in hits] == pytest.approx([0.65, 0.3], abs=1e-5)
+
+
+def test_search_params_take_the_calibration_of_the_users_model() -> None:
+    from memwell.core.model_calibration import CALIBRATIONS
+    from memwell.core.settings import Settings
+    from memwell.retrieval.search import params_from_settings
+
+    settings = Settings(embedding_provider="local")  # minilm
+
+    def params(model: str) -> Any:
+        return params_from_settings(
+            settings, tenant="t", user_id="u", query_vector=QUERY, embedding_model=model
+        )
+
+    e5, minilm = CALIBRATIONS["e5-small"], CALIBRATIONS["minilm"]
+    assert params("multilingual-e5-small-int8").similarity_floor == e5.similarity_floor
+    assert params("multilingual-e5-small").similarity_scale == pytest.approx(
+        (1 - minilm.null_median) / (1 - e5.null_median)
+    )
+    assert params("all-MiniLM-L6-v2").similarity_scale == pytest.approx(1.0)
+    assert params("openai:text-embedding-3-small").similarity_floor == settings.similarity_floor
