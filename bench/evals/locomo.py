@@ -261,11 +261,45 @@ def _print_goals(memwell: Scores, bm25: Scores) -> None:
           f"{got.tokens:.1f} = {tok_ratio:.2f}x")  # fmt: skip
 
 
+def compare_models(conversations: list[Conversation], models: list[str]) -> int:
+    """The default configuration once per local model, in one run, side by side."""
+    import os
+
+    n_turns = sum(len(c.turns) for c in conversations)
+    summaries: dict[str, tuple[Scores, float]] = {}
+    for model in models:
+        os.environ["MEMWELL_LOCAL_MODEL"] = model
+        get_settings.cache_clear()
+        with full_stack() as stack:
+            assert stack.redis_url is not None
+            seconds = ingest(conversations, stack.database_url, stack.redis_url)
+            scores = evaluate_memwell(conversations, stack.database_url, ["default"])
+        summaries[model] = (scores["default"], n_turns / seconds)
+        print(f"{model}: ingested in {seconds:.1f} s ({n_turns / seconds:.1f} turns/s)")
+    cats = list(CATEGORIES)
+    tail = " | containment | tokens of top 10 | consolidation turns/s | search p95 ms |"
+    print("\n| model | R@10 | " + " | ".join(CATEGORIES[c] for c in cats) + tail)
+    print("|---" * (len(cats) + 6) + "|")
+    for model, (scores, rate) in summaries.items():
+        overall = scores.summary(cats)
+        per = " | ".join(f"{scores.summary([c]).r10:.3f}" for c in cats)
+        print(f"| {model} | {overall.r10:.3f} | {per} | {_optional(overall.containment)} | "
+              f"{overall.tokens:.1f} | {rate:.1f} | "
+              f"{percentile(scores.latencies_ms, 95):.1f} |")  # fmt: skip
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=LOCOMO_DEFAULT, help="LoCoMo-format JSON")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated")
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    parser.add_argument(
+        "--models",
+        default="",
+        help="local models side by side, e.g. minilm,e5-small (each on a stack of its own, "
+        "the shipped settings and that model's calibration)",
+    )
     args = parser.parse_args(argv)
     if not args.data.exists():
         print(f"skipped: LoCoMo data not found at {args.data} (pass --data PATH)")
@@ -279,6 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     n_q = sum(len(c.questions) for c in conversations)
     print(f"LoCoMo: {len(conversations)} conversations, {n_turns} turns, {n_q} questions")
 
+    if args.models:
+        return compare_models(conversations, [m.strip() for m in args.models.split(",") if m])
     bm25 = evaluate_bm25(conversations)
     with full_stack() as stack:
         assert stack.redis_url is not None

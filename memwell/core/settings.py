@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memwell.core.errors import ConfigurationError
+from memwell.core.model_calibration import CALIBRATIONS
 from memwell.core.redis_target import is_sentinel, parse_sentinel
 
 EmbeddingProvider = Literal["auto", "local", "openai"]
@@ -109,21 +110,31 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_EMBEDDING_PROVIDER",
         description="auto: openai when a model endpoint is configured, else local.",
     )
+    local_model: Literal["minilm", "e5-small"] = Field(
+        default="minilm",
+        validation_alias="MEMWELL_LOCAL_MODEL",
+        description="The local embedding model: minilm (all-MiniLM-L6-v2, English) or "
+        "e5-small (multilingual-e5-small, about 100 languages; needs the 'e5' extra). "
+        "Each has its own calibration: unless set explicitly, MEMWELL_SIM_FLOOR, "
+        "MEMWELL_MERGE_THRESHOLD and MEMWELL_SUPERSEDE_FLOOR take the model's (see "
+        "docs/models.md). A different model name: switching a store needs a re-embed.",
+    )
     local_embedding_precision: Literal["fp32", "int8"] = Field(
         default="fp32",
         validation_alias="MEMWELL_LOCAL_EMBEDDING_PRECISION",
         description="Precision of stored memories (the worker's local MiniLM): fp32, or "
         "int8 (per-channel dynamic quantisation, cosine 0.99 to fp32; LoCoMo dev R@10 "
         "0.742 vs 0.743 and MRPC merge precision 0.909 vs 0.907; its embedder is ~2.4x "
-        "fp32 on a CPU with VNNI, less on AVX2 alone; see README, 'Precision of stored "
-        "memories'). A different model name: switching a store needs a re-embed.",
+        "fp32 on a CPU with VNNI, less on AVX2 alone; see docs/consolidation.md, "
+        "'Precision of stored memories'). A different model name: switching a store needs a re-embed.",
     )
     local_query_precision: Literal["fp32", "int8"] = Field(
         default="int8",
         validation_alias="MEMWELL_LOCAL_QUERY_PRECISION",
         description="Local MiniLM weights for search queries, whatever the stored "
         "precision: int8 is a quantisation of the same model, 0.8 ms per query against "
-        "2.2 ms for fp32, at the same LoCoMo recall against fp32 memories (see README).",
+        "2.2 ms for fp32, at the same LoCoMo recall against fp32 memories "
+        "(see docs/performance.md).",
     )
     openai_embedding_model: str = Field(
         default="text-embedding-3-small",
@@ -299,7 +310,7 @@ class Settings(BaseSettings):
         default="score",
         validation_alias="MEMWELL_FUSION",
         description="How full-text rank joins cosine similarity: normalised scores "
-        "(measured best on LoCoMo, see README), reciprocal rank, or vector only.",
+        "(measured best on LoCoMo, see docs/evaluation.md), reciprocal rank, or vector only.",
     )
     text_weight: float = Field(
         default=0.5,
@@ -320,7 +331,7 @@ class Settings(BaseSettings):
         ge=1000,
         validation_alias="MEMWELL_ANN_THRESHOLD",
         description="A user with this many live memories of one model gets a per-user "
-        "HNSW index; it is dropped below half of it. See README (retrieval).",
+        "HNSW index; it is dropped below half of it. See docs/retrieval.md.",
     )
     ann_candidates: int = Field(default=200, ge=10, le=5000, validation_alias="MEMWELL_ANN_K")
     entity_weight: float = Field(
@@ -567,7 +578,7 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_API_WORKERS",
         description="Processes of `memwell api` (and `memwell up`'s API) when --workers is "
         "not given. Unset: one per two cores (one process keeps about one core busy under "
-        "load, Postgres most of another; see README, figure 2).",
+        "load, Postgres most of another; see docs/performance.md, figure 2).",
     )
     api_max_inflight: int | None = Field(
         default=None,
@@ -721,6 +732,18 @@ class Settings(BaseSettings):
                     f"MEMWELL_REEMBED_TARGETS entry {entry!r}: expected provider:model or "
                     "provider:model@http(s)://endpoint"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _calibrate_for_the_local_model(self) -> Settings:
+        # Cosines of different models live in different bands: a cut-off the operator
+        # did not set comes from the selected model's calibration.
+        if self.resolved_embedding_provider != "local":
+            return self
+        calibration = CALIBRATIONS[self.local_model]
+        for name in ("similarity_floor", "merge_threshold", "supersede_floor"):
+            if name not in self.model_fields_set:
+                object.__setattr__(self, name, getattr(calibration, name))
         return self
 
     @model_validator(mode="after")

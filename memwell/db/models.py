@@ -145,7 +145,13 @@ class Memory(Base):
         "metadata", JSONB, server_default=text("'{}'::jsonb")
     )
     fts: Mapped[Any] = mapped_column(
-        TSVECTOR, Computed("to_tsvector('english'::regconfig, content)", persisted=True)
+        # memwell_search_text (migration 0014) spaces out Chinese and Japanese characters,
+        # which the text-search parser would otherwise read as one word per sentence.
+        TSVECTOR,
+        Computed(
+            "to_tsvector('english'::regconfig, public.memwell_search_text(content))",
+            persisted=True,
+        ),
     )
 
     __table_args__ = (

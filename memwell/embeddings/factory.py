@@ -18,18 +18,21 @@ if TYPE_CHECKING:
 def local_model_name(settings: Settings) -> str:
     """The model name local mode records on stored rows (and searches by): int8 memories
     are another name, so a switch of precision is a re-embed, never a silent mix."""
-    from memwell.embeddings.local_onnx import MODEL_NAME
+    from memwell.embeddings.local_models import local_model
 
-    return f"{MODEL_NAME}-int8" if settings.local_embedding_precision == "int8" else MODEL_NAME
+    name = local_model(settings.local_model).model_name
+    return f"{name}-int8" if settings.local_embedding_precision == "int8" else name
 
 
 def _build_local(settings: Settings, for_queries: bool, threads: int | None) -> Embedder:
+    from memwell.embeddings.local_models import local_model
     from memwell.embeddings.local_onnx import OnnxMiniLMEmbedder
     from memwell.embeddings.onnx_export import ensure_onnx_model, tokenizer_path_for
 
+    spec = local_model(settings.local_model)
     stored = settings.local_embedding_precision
     weights = settings.local_query_precision if for_queries else stored
-    model_path = ensure_onnx_model(settings.model_cache_dir, quantized=weights == "int8")
+    model_path = ensure_onnx_model(settings.model_cache_dir, quantized=weights == "int8", spec=spec)
     return OnnxMiniLMEmbedder(
         model_path,
         tokenizer_path_for(model_path),
@@ -42,6 +45,10 @@ def _build_local(settings: Settings, for_queries: bool, threads: int | None) -> 
         # One query at a time: a second thread does not make batch 1 faster, and the
         # other core stays free for the event loop and the database.
         threads=1 if for_queries else threads,
+        prefix=spec.query_prefix if for_queries else spec.passage_prefix,
+        dimensions=spec.dimensions,
+        pad_token=spec.pad_token,
+        max_length=spec.max_length,
     )
 
 

@@ -1,4 +1,5 @@
-"""Local CPU embeddings: the exported all-MiniLM-L6-v2 ONNX graph run by onnxruntime.
+"""Local CPU embeddings: a local model's ONNX graph (all-MiniLM-L6-v2 by default) run
+by onnxruntime.
 
 Needs only onnxruntime and tokenizers at runtime; the graph already pools and
 normalises, so its output rows are final sentence embeddings.
@@ -6,7 +7,9 @@ normalises, so its output rows are final sentence embeddings.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +31,14 @@ OUTPUT_NAME = "embedding"
 #: to its own longest text only.
 MAX_LENGTH = 256
 Precision = Literal["fp32", "int8"]
+NORMALISE_FILE = "normalise.json"
+_SPACE_RUNS = re.compile(" {2,}")
+
+
+def _load_normalisation(path: Path) -> dict[int, str] | None:
+    if not path.is_file():
+        return None
+    return {int(cp): out for cp, out in json.loads(path.read_text()).items()}
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,9 @@ class OnnxMiniLMEmbedder:
         model_name: str = MODEL_NAME,
         spin: bool = True,
         precision: Precision | None = None,
+        prefix: str = "",
+        dimensions: int = DIMENSIONS,
+        pad_token: str = "[PAD]",
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
@@ -77,12 +91,17 @@ class OnnxMiniLMEmbedder:
         self.max_length = max_length
         # Recorded on every row: vectors of different weights never mix in a search.
         self.model_name = model_name
+        self.dimensions = dimensions
+        # What the model card says goes before the text ("query: " / "passage: " for e5).
+        self._prefix = prefix
+        # A per-codepoint map that the tokenizer cannot express, applied before it.
+        self._normalisation = _load_normalisation(Path(tokenizer_path).with_name(NORMALISE_FILE))
 
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         # Padding is done per chunk below, after sorting, so the tokenizer only truncates.
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_length)
-        pad_id = self._tokenizer.token_to_id("[PAD]")
+        pad_id = self._tokenizer.token_to_id(pad_token)
         self._pad_id = 0 if pad_id is None else pad_id
 
         options = ort.SessionOptions()
@@ -123,16 +142,18 @@ class OnnxMiniLMEmbedder:
             raise TypeError("embed() takes a sequence of texts, not a single str")
         count = len(texts)
         if count == 1:  # a query: no sorting, no batch bookkeeping
-            return self._run([self._tokenizer.encode(texts[0])])
-        out = np.empty((count, DIMENSIONS), dtype=np.float32)
+            return self._run([self._tokenizer.encode(self._prepare(texts[0]))])
+        out = np.empty((count, self.dimensions), dtype=np.float32)
         if count == 0:
             return out
         # A text repeated in one call is embedded once ("ok", "thanks", a re-sent turn).
         slot: dict[str, int] = {}
         where = [slot.setdefault(t, len(slot)) for t in texts]
         unique = list(slot)
-        vectors = out if len(unique) == count else np.empty((len(unique), DIMENSIONS), np.float32)
-        encodings = self._tokenizer.encode_batch(unique)
+        vectors = (
+            out if len(unique) == count else np.empty((len(unique), self.dimensions), np.float32)
+        )
+        encodings = self._tokenizer.encode_batch([self._prepare(t) for t in unique])
         # Chunks of similar token length need almost no padding, which is most of the cost.
         order = sorted(range(len(unique)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(unique), self.batch_size):
@@ -141,6 +162,11 @@ class OnnxMiniLMEmbedder:
         if vectors is not out:
             out[:] = vectors[where]
         return out
+
+    def _prepare(self, text: str) -> str:
+        if self._normalisation is not None:
+            return _SPACE_RUNS.sub(" ", (self._prefix + text).translate(self._normalisation))
+        return self._prefix + text
 
     def _run(self, encodings: list[Encoding]) -> FloatMatrix:
         width = max(len(e.ids) for e in encodings)

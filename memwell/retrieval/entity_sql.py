@@ -129,7 +129,8 @@ ANN_LINKED = """
 # memories like "That's great, Melanie!" then ranked first): a filter on the words `l`.
 COMMON_NAMES_LEFT_OUT = f"""
                   WHERE l.word <> ALL(ARRAY(
-                    SELECT unnest(tsvector_to_array(to_tsvector('english', qw.named)))
+                    SELECT unnest(tsvector_to_array(
+                      to_tsvector('english', public.memwell_search_text(qw.named))))
                     FROM qw WHERE qw.w < {_MIN_W}))"""
 
 

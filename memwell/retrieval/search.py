@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
 from memwell.core.errors import InvalidInput
+from memwell.core.model_calibration import calibration_of, similarity_scale
 from memwell.core.settings import Settings
 from memwell.db.driver import fetch_all, fetch_all_async, pyformat
 from memwell.db.read_pool import Statement, TenantReadPool
@@ -112,6 +113,8 @@ class SearchParams:
     entity_hop: float = 0.0
     #: the ANN path's most entity-linked candidates
     entity_candidates: int = 0
+    #: maps the model's cosine distance onto the reference model's before fusion
+    similarity_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def params_from_settings(
         embedding_model=embedding_model,
         query_text=query_text,
         k=min(max(k or settings.retrieval_top_k, 1), K_MAX),
-        similarity_floor=_clamp(o.similarity_floor, settings.similarity_floor, -1.0, 1.0),
+        similarity_floor=_clamp(o.similarity_floor, _floor(settings, embedding_model), -1.0, 1.0),
         w_relevance=_clamp(o.w_relevance, settings.weight_relevance, 0.0, WEIGHT_MAX),
         w_importance=_clamp(o.w_importance, settings.weight_importance, 0.0, WEIGHT_MAX),
         w_recency=_clamp(o.w_recency, settings.weight_recency, 0.0, WEIGHT_MAX),
@@ -218,7 +221,17 @@ def params_from_settings(
         entity_weight=entity_weight,
         entity_hop=settings.entity_hop_weight,
         entity_candidates=settings.entity_candidates,
+        similarity_scale=similarity_scale(embedding_model),
     )
+
+
+def _floor(settings: Settings, embedding_model: str) -> float:
+    """The floor of the model the user's rows are in (during a re-embed walk, not always
+    this process's model), unless the operator set one."""
+    calibration = calibration_of(embedding_model)
+    if calibration is None or "similarity_floor" in settings.model_fields_set:
+        return settings.similarity_floor
+    return calibration.similarity_floor
 
 
 def vector_literal(vector: np.ndarray) -> str:
@@ -244,6 +257,7 @@ def _bind(params: SearchParams) -> tuple[str, dict[str, Any]]:
         "model": params.embedding_model,
         "k": params.k,
         "floor": params.similarity_floor,
+        "sim_scale": params.similarity_scale,
         "w_rel": params.w_relevance,
         "w_imp": params.w_importance,
         "w_rec": params.w_recency,

@@ -94,7 +94,8 @@ _Q = """
       FROM (SELECT array_agg(CAST(x.quoted AS tsquery) ORDER BY x.quoted) AS terms,
                    array_agg(x.quoted ORDER BY x.quoted) AS quoted
             FROM (SELECT {quoted} AS quoted
-                  FROM unnest(tsvector_to_array(to_tsvector('english', :qtext))) l(word)
+                  FROM unnest(tsvector_to_array(to_tsvector(
+                    'english', public.memwell_search_text(:qtext)))) l(word)
                   {where}) x) w
     )"""
 
@@ -213,8 +214,11 @@ _RANKED_ENTITIES = """
 
 # Every fusion yields a relevance in 0..1, so the weights mean the same thing in each
 # (the entity term, when present, adds at most :ent_weight on top).
+# Cosine enters it through the model's calibration (:sim_scale, identity for the
+# reference model): e5-small's unrelated pairs score 0.8, MiniLM's 0.3, so its raw
+# cosines would crowd into a band where importance and recency outweigh them.
 _RELEVANCE: dict[Fusion, str] = {
-    "vector": "{t}.similarity",
+    "vector": "(1 - :sim_scale * (1 - {t}.similarity))",
     # Reciprocal rank: only positions count, normalised by the best possible value.
     "rrf": (
         "((1 - :text_weight) / (:rrf_k + {t}.vec_pos)"
@@ -222,7 +226,10 @@ _RELEVANCE: dict[Fusion, str] = {
         " * (:rrf_k + 1)"
     ),
     # Normalised scores: cosine blended with the text rank scaled to the best match.
-    "score": "(1 - :text_weight) * greatest({t}.similarity, 0) + :text_weight * {t}.text_rank",
+    "score": (
+        "(1 - :text_weight) * greatest(1 - :sim_scale * (1 - {t}.similarity), 0)"
+        " + :text_weight * {t}.text_rank"
+    ),
 }
 
 # The score and vector fusions need no rank positions, so the ranking splits the
@@ -245,8 +252,8 @@ _MARKED = """
 
 # Relevance of a candidate without a text or entity term, per fusion.
 _PLAIN_RELEVANCE: dict[Fusion, str] = {
-    "vector": "cand.similarity",
-    "score": "(1 - :text_weight) * greatest(cand.similarity, 0)",
+    "vector": "(1 - :sim_scale * (1 - cand.similarity))",
+    "score": "(1 - :text_weight) * greatest(1 - :sim_scale * (1 - cand.similarity), 0)",
 }
 
 
