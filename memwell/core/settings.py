@@ -126,7 +126,8 @@ class Settings(BaseSettings):
         "int8 (per-channel dynamic quantisation, cosine 0.99 to fp32; LoCoMo dev R@10 "
         "0.742 vs 0.743 and MRPC merge precision 0.909 vs 0.907; its embedder is ~2.4x "
         "fp32 on a CPU with VNNI, less on AVX2 alone; see docs/consolidation.md, "
-        "'Precision of stored memories'). A different model name: switching a store needs a re-embed.",
+        "'Precision of stored memories'). A different model name: switching a store needs "
+        "a re-embed.",
     )
     local_query_precision: Literal["fp32", "int8"] = Field(
         default="int8",
