@@ -93,8 +93,10 @@ def test_reembed_survives_sigkill_and_finish_keeps_only_the_target(
     total = sum(users.values())
     assert models_of(sessions, tenant) == {(LOCAL, 384): total}
 
-    # Slow enough (about 14 s) that both kills land mid-walk on a busy host.
-    started = _start(sessions, redis_url, fake_768, tenant, rate=100.0)
+    # Slow enough (about 34 s) that both kills land mid-walk on a busy host: the session's
+    # shared worker also consumes the maintenance queue, so the walk goes on while the
+    # killed worker restarts, and a restart under load can take many seconds.
+    started = _start(sessions, redis_url, fake_768, tenant, rate=40.0)
     assert started.total == total
     mid = started.id
 
