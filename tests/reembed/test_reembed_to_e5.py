@@ -19,13 +19,13 @@ from click.testing import CliRunner
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
-from memwell.core.model_calibration import CALIBRATIONS
+from memwell.core.model_calibration import CALIBRATIONS, similarity_scale
 from memwell.core.settings import get_settings
 from memwell.local.cli import main
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
 from memwell.reembed.lifecycle import get_status
-from memwell.retrieval.explain import NO_FLOOR
+from memwell.retrieval.explain import SearchExplanation, explain_search
 from memwell.retrieval.search import MemoryHit, Overrides
 from memwell.retrieval.service import RetrievalDeps, build_retrieval, query_embedder, retrieve
 from tests.support.reembed_factories import ANN_THRESHOLD, LOCAL, models_of, seed, side_rows
@@ -61,6 +61,11 @@ class Searcher:
             )
         )  # fmt: skip
 
+    def explain(self, tenant: str, user_id: str, query: str) -> SearchExplanation:
+        return self.loop.run_until_complete(
+            explain_search(self.deps, tenant=tenant, user_id=user_id, query=query, k=5)
+        )
+
     def ann_dims(self, tenant: str, user_id: str) -> int | None:
         deps = self.deps
         return self.loop.run_until_complete(
@@ -91,25 +96,48 @@ def _rows_model(sessions: sessionmaker[Session], tenant: str, user_id: str) -> s
 
 def _between_floors(hits: list[MemoryHit]) -> list[MemoryHit]:
     """Hits that only their similarity let through, kept by MiniLM's floor, not e5's."""
-    return [h for h in hits if h.text_rank <= 0 and MINILM_FLOOR <= h.similarity < E5_FLOOR]
+    return [
+        h
+        for h in hits
+        if h.text_rank <= 0 and h.entity_match <= 0 and MINILM_FLOOR <= h.similarity < E5_FLOOR
+    ]
+
+
+def _scaled_as(model: str, hits: list[MemoryHit]) -> None:
+    """Each hit's relevance took its cosine through `model`'s calibration (the score
+    fusion: cosine mapped onto the reference model's, blended with the text rank)."""
+    weight, scale = get_settings().text_weight, similarity_scale(model)
+    for h in (h for h in hits if h.entity_match <= 0):
+        cosine = max(1 - scale * (1 - h.similarity), 0.0)
+        assert h.relevance == pytest.approx((1 - weight) * cosine + weight * h.text_rank, abs=1e-4)
 
 
 def _searches_as_minilm(searcher: Searcher, tenant: str, user_id: str, real: bool) -> None:
     assert searcher.model(tenant, user_id) == LOCAL
-    assert searcher.hits(tenant, user_id, FINDS), f"no result for {user_id}"
+    found = searcher.hits(tenant, user_id, FINDS)
+    assert found, f"no result for {user_id}"
+    _scaled_as(LOCAL, found)
     if real:  # the big user's MiniLM vectors are random: nothing is near in meaning
-        assert _between_floors(searcher.hits(tenant, user_id, NEAR)), (
-            f"{user_id}: searched with a floor above MiniLM's"
-        )
+        explained = searcher.explain(tenant, user_id, NEAR)
+        assert explained.floor == MINILM_FLOOR
+        # e5's floor would drop these; the user's own (MiniLM's) keeps them.
+        kept = _between_floors(explained.hits)
+        assert kept, f"{user_id}: searched with e5's floor"
+        _scaled_as(LOCAL, kept)
 
 
 def _searches_as_e5(searcher: Searcher, tenant: str, user_id: str) -> None:
     assert searcher.model(tenant, user_id) == E5
     found = searcher.hits(tenant, user_id, FINDS)
     assert found and all(h.similarity >= E5_FLOOR or h.text_rank > 0 for h in found)
+    _scaled_as(E5, found)
+    explained = searcher.explain(tenant, user_id, FAR)
+    assert explained.floor == E5_FLOOR
     # MiniLM's floor would keep these; the user's own (e5's) drops every one.
-    assert _between_floors(searcher.hits(tenant, user_id, FAR, floor=NO_FLOOR))
-    assert searcher.hits(tenant, user_id, FAR) == [], f"{user_id}: searched with MiniLM's floor"
+    assert explained.hits == [], f"{user_id}: searched with MiniLM's floor"
+    dropped = _between_floors(explained.dropped)
+    assert dropped
+    _scaled_as(E5, dropped)
 
 
 def _cli(*args: str) -> str:
@@ -125,6 +153,7 @@ def test_minilm_store_moves_to_e5_small_with_each_user_on_their_own_model(
     searcher: Searcher,
     ids: dict[str, str],
 ) -> None:
+    assert get_settings().retrieval_fusion == "score"
     tenant = ids["tenant"]
     # Walked in user order: "ana" switches first, then "big" takes most of the walk.
     users = {"ana": 30, "big": ANN_THRESHOLD, "cy": 30}
