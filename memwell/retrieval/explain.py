@@ -15,7 +15,7 @@ from datetime import datetime
 import numpy as np
 
 from memwell.retrieval.search import MemoryHit, Overrides, SearchFilters, params_from_settings
-from memwell.retrieval.service import RetrievalDeps, embed_query, retrieve
+from memwell.retrieval.service import RetrievalDeps, embed_query, query_embedder, retrieve
 
 #: The lowest similarity there is: with it, the floor lets every candidate through.
 NO_FLOOR = -1.0
@@ -53,10 +53,13 @@ async def explain_search(
     overrides: Overrides | None = None,
 ) -> SearchExplanation:
     """The search's hits with their score parts, and the ones its floor dropped."""
+    # The floor is the calibration of the model the user's memories are in (during a
+    # re-embed, not always this process's), as retrieval resolves it.
+    embedder = await query_embedder(deps, tenant, user_id)
     # The weights and floor as retrieval resolves them (the vector plays no part).
     resolved = params_from_settings(
         deps.settings, tenant=tenant, user_id=user_id, query_vector=np.zeros(1),
-        embedding_model="", as_of=as_of, overrides=overrides,
+        embedding_model=embedder.model_name, as_of=as_of, overrides=overrides,
     )  # fmt: skip
     quiet = replace(deps, access=None)
 
@@ -68,7 +71,7 @@ async def explain_search(
 
     # Embed once (the query cache then serves both runs), and run both at once: each
     # takes its own pooled connection, so the page costs about one search, not two.
-    await embed_query(deps, query)
+    await embed_query(deps, query, embedder)
     hits, everything = await asyncio.gather(
         run(overrides), run(replace(overrides or Overrides(), similarity_floor=NO_FLOOR))
     )
