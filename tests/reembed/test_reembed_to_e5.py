@@ -196,6 +196,9 @@ def test_minilm_store_moves_to_e5_small_with_each_user_on_their_own_model(
             {"t": tenant},
         ).all()
     assert [tuple(r) for r in registered] == [("big", E5, 384)]
-    assert searcher.ann_dims(tenant, "big") == 384  # big's search runs on its e5 index
+    # big's search runs on its e5 index once the serving process reloads its registry
+    # (cached per tenant for AnnRegistry.ttl_s, 30 s; the walk finished in the worker).
+    wait_for(lambda: searcher.ann_dims(tenant, "big") == 384, timeout=60, interval=1.0,
+             what="big's e5 index in the search registry")  # fmt: skip
     for user_id in users:
         _searches_as_e5(searcher, tenant, user_id)
