@@ -30,6 +30,9 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
         # A user who grew past the ANN threshold gets a per-user HNSW index (and one
         # who shrank loses it); building one takes minutes, so this runs rarely.
         "maintain-ann-indexes": _entry(TaskName.MAINTAIN_ANN, ANN_EVERY_S),
+        # A huge user's new memories skip their HNSW index (inserting into it was half
+        # of a batch) and are searched exactly until this moves them in.
+        "fold-ann-tails": _entry(TaskName.FOLD_ANN_TAILS, settings.ann_fold_every_s),
         # A turn persisted but whose consolidate dispatch was lost (broker restart,
         # producer crash between commit and send, a consolidate task that gave up)
         # would stay pending forever. Also surfaces new dead letters in the log.

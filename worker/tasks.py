@@ -30,7 +30,7 @@ from memwell.pipeline.consolidate import consolidate_pending
 from memwell.pipeline.stats import record_batch
 from memwell.pipeline.summarize import TurnsNotPersisted, fold_into_summary
 from memwell.retrieval.access import flush_access
-from memwell.retrieval.ann import maintain_ann_indexes
+from memwell.retrieval.ann import fold_ann_tails, maintain_ann_indexes
 from worker.celery_app import app
 from worker.runtime import get_redis, get_runtime
 
@@ -269,5 +269,19 @@ def maintain_ann_task(self: MemwellTask) -> dict[str, int]:
     changes = maintain_ann_indexes(engine, threshold=runtime.settings.ann_threshold_rows)
     return {
         "created": sum(c.action == "created" for c in changes),
+        "rebuilt": sum(c.action == "rebuilt" for c in changes),
         "dropped": sum(c.action == "dropped" for c in changes),
     }
+
+
+@app.task(
+    base=MemwellTask,
+    bind=True,
+    name=TaskName.FOLD_ANN_TAILS.value,
+    soft_time_limit=50,
+    time_limit=60,
+)
+def fold_ann_tails_task(self: MemwellTask) -> dict[str, int]:
+    """Move the rows written since each huge user's ANN index was built into it."""
+    runtime = get_runtime()
+    return {"folded": fold_ann_tails(runtime.sessions.kw["bind"])}

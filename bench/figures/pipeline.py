@@ -48,7 +48,7 @@ import memwell
 from bench.harness.drain import processed_turns, wait_processed
 from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, describe_onnx, tree_cpu_s
-from bench.harness.locomo_data import turn_view
+from bench.harness.locomo_data import stored_views
 from bench.harness.stack import LOCOMO_DEFAULT
 from bench.harness.turn_shapes import SHAPES, shape_turns
 from memwell.core.settings import Settings
@@ -285,7 +285,7 @@ def headline(argv: list[str] | None = None) -> PipelineHeadline | None:
     precision = settings.local_embedding_precision
     turns = pipeline_turns(args.turns or (0 if args.data else 2000), args.data)
     label = args.data.name if args.data else "LoCoMo dev + synthetic"
-    views = [turn_view(t) for t in turns]
+    views = stored_views(turns)
     texts = [
         c.content for v in views for c in extract_local(v, threshold=settings.extract_threshold)
     ]
@@ -385,7 +385,11 @@ class SeriesRow:
     embedder_turns_per_s: float
     batches: int
     lock_wait_ms_per_batch: float
+    analyze_ms_per_batch: float
+    embed_ms_per_batch: float
     reconcile_ms_per_batch: float
+    #: process time per batch outside the three steps: claim, commit, queue, idle
+    other_ms_per_batch: float
     users_per_batch: float
     turns_per_batch: float
 
@@ -437,7 +441,7 @@ def series(args: argparse.Namespace) -> SeriesHeadline:
     counts = args.processes or [args.concurrency]
     source = list(read_locomo(args.data or LOCOMO_DEFAULT))
     turns = shape_turns(source, shape, args.turns or len(source), users=args.users)
-    views = [turn_view(t) for t in turns]
+    views = stored_views(turns)
     texts = [
         c.content for v in views for c in extract_local(v, threshold=settings.extract_threshold)
     ]
@@ -459,6 +463,7 @@ def series(args: argparse.Namespace) -> SeriesHeadline:
             print(f"  pipeline, {c} process(es)", file=sys.stderr, flush=True)
             elapsed, stats = _drain(env, redis_url, db_url, turns, f"bench-{shape}-c{c}", c)
             n = stats.get("batches", 0) or 1
+            steps = {k: stats.get(f"{k}_ms", 0) / n for k in ("analyze", "embed", "reconcile")}
             rows.append(
                 SeriesRow(
                     processes=c,
@@ -467,7 +472,10 @@ def series(args: argparse.Namespace) -> SeriesHeadline:
                     embedder_turns_per_s=raw[precision].texts_per_s / per_turn,
                     batches=int(stats.get("batches", 0)),
                     lock_wait_ms_per_batch=stats.get("lock_wait_ms", 0) / n,
-                    reconcile_ms_per_batch=stats.get("reconcile_ms", 0) / n,
+                    analyze_ms_per_batch=steps["analyze"],
+                    embed_ms_per_batch=steps["embed"],
+                    reconcile_ms_per_batch=steps["reconcile"],
+                    other_ms_per_batch=elapsed * c * 1000 / n - sum(steps.values()),
                     users_per_batch=stats.get("users", 0) / n,
                     turns_per_batch=stats.get("turns", 0) / n,
                 )
@@ -483,14 +491,17 @@ def _print_series(
           f"{users} users, {precision} memories (one run; compare within it)")  # fmt: skip
     print("| processes | threads each | pipeline turns/s | raw embedder turns/s "
           "| pipeline / embedder | speed-up vs first | lock wait ms / batch "
-          "| reconcile ms / batch | users / batch | turns / batch |")  # fmt: skip
+          "| analyze / embed / reconcile / other ms per batch | users / batch "
+          "| turns / batch |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")
     first = rows[0].turns_per_s
     for r in rows:
         print(f"| {r.processes} | {r.threads} | {r.turns_per_s:.0f} | "
               f"{r.embedder_turns_per_s:.0f} | {r.turns_per_s / r.embedder_turns_per_s:.0%} | "
               f"{r.turns_per_s / first:.2f} | {r.lock_wait_ms_per_batch:.1f} | "
-              f"{r.reconcile_ms_per_batch:.0f} | {r.users_per_batch:.1f} | "
+              f"{r.analyze_ms_per_batch:.0f} / {r.embed_ms_per_batch:.0f} / "
+              f"{r.reconcile_ms_per_batch:.0f} / {r.other_ms_per_batch:.0f} | "
+              f"{r.users_per_batch:.1f} | "
               f"{r.turns_per_batch:.1f} |")  # fmt: skip
 
 

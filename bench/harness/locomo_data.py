@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from memwell.intake.importers import read_locomo
 from memwell.intake.turns import TurnIn
-from memwell.pipeline.extract import TurnView
+from memwell.pipeline.extract import Question as Asked
+from memwell.pipeline.extract import TurnView, last_question, speaker_name, without_speaker
 
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -53,6 +54,26 @@ def turn_view(turn: TurnIn, tenant: str = "eval") -> TurnView:
         tenant, turn.id, turn.user_id, turn.session_id, turn.role, turn.content,
         turn.created_at, dict(turn.metadata),
     )  # fmt: skip
+
+
+def stored_views(turns: list[TurnIn], tenant: str = "eval") -> list[TurnView]:
+    """The turns as a worker's extraction sees them, in the same order: each with the
+    question its session's previous turn (by event time, then arrival) ended with, as
+    memwell/pipeline/replies.py finds it. An answer's memory text then carries the
+    question, so it is longer than the turn alone: the texts a worker embeds."""
+    order = sorted(
+        range(len(turns)),
+        key=lambda i: (turns[i].user_id, turns[i].session_id, turns[i].created_at, i),
+    )
+    asked: dict[int, Asked] = {}
+    for prev, cur in zip(order, order[1:], strict=False):
+        p, c = turns[prev], turns[cur]
+        if (p.user_id, p.session_id) != (c.user_id, c.session_id):
+            continue
+        text = last_question(without_speaker(p.content, speaker_name(p.role, dict(p.metadata))))
+        if text is not None:
+            asked[cur] = Asked(turn_id=p.id, text=text)
+    return [replace(turn_view(t, tenant), replying_to=asked.get(i)) for i, t in enumerate(turns)]
 
 
 def _questions(sample: dict[str, Any], known: set[str]) -> list[Question]:

@@ -10,6 +10,11 @@ The source conversations are copied under new ids (turn, user and session) until
 there are `users` of them (LoCoMo dev has 5; 15 users is the source copied three
 times), and each contributes its first turns, `limit` in all, as evenly as it can.
 `heavy` gives `limit` turns, of as many copies as that takes, all to one user.
+
+The k-th of a conversation's c copies starts k/c of the way into it (the turns before
+come last): copies taking their first turns at once would send the same texts side by
+side, which the embedder embeds once per call (memwell/embeddings/local_onnx.py), so
+the raw embedder's rate, and the pipeline's, would count work they never did.
 """
 
 from __future__ import annotations
@@ -28,6 +33,10 @@ def _copies(source: Sequence[TurnIn], users: int) -> dict[str, list[TurnIn]]:
     base: dict[str, list[TurnIn]] = {}
     for t in source:
         base.setdefault(t.user_id, []).append(t)
+    names = list(base)
+    count = dict.fromkeys(names, 0)  # copies of each conversation
+    for i in range(users):
+        count[names[i % len(names)]] += 1
     out: dict[str, list[TurnIn]] = {}
     copy = 0
     while len(out) < users:
@@ -35,12 +44,13 @@ def _copies(source: Sequence[TurnIn], users: int) -> dict[str, list[TurnIn]]:
             if len(out) == users:
                 break
             tag = f"-copy{copy}" if copy else ""
+            start = copy * len(turns) // count[user]
             out[user + tag] = [
                 t.model_copy(
                     update={"id": t.id + tag, "user_id": user + tag,
                             "session_id": t.session_id + tag}
                 )
-                for t in turns
+                for t in turns[start:] + turns[:start]
             ]  # fmt: skip
         copy += 1
     return out

@@ -23,6 +23,7 @@ class TaskName(StrEnum):
     SUMMARIZE_SESSION = "memwell.summarize_session"
     FLUSH_ACCESS = "memwell.flush_access"
     MAINTAIN_ANN = "memwell.maintain_ann_indexes"
+    FOLD_ANN_TAILS = "memwell.fold_ann_tails"
     DECAY = "memwell.maintenance.decay"
     PRUNE = "memwell.maintenance.prune"
     CLOSE_IDLE_SESSIONS = "memwell.maintenance.close_idle_sessions"
@@ -37,6 +38,7 @@ TASK_QUEUES: dict[TaskName, Queue] = {
     TaskName.SUMMARIZE_SESSION: Queue.INGEST,
     TaskName.FLUSH_ACCESS: Queue.MAINTENANCE,
     TaskName.MAINTAIN_ANN: Queue.MAINTENANCE,
+    TaskName.FOLD_ANN_TAILS: Queue.MAINTENANCE,
     TaskName.DECAY: Queue.MAINTENANCE,
     TaskName.PRUNE: Queue.MAINTENANCE,
     TaskName.CLOSE_IDLE_SESSIONS: Queue.MAINTENANCE,

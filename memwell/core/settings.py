@@ -335,6 +335,14 @@ class Settings(BaseSettings):
         "HNSW index; it is dropped below half of it. See docs/retrieval.md.",
     )
     ann_candidates: int = Field(default=200, ge=10, le=5000, validation_alias="MEMWELL_ANN_K")
+    ann_fold_every_s: float = Field(
+        default=10.0,
+        gt=0,
+        validation_alias="MEMWELL_ANN_FOLD_EVERY_S",
+        description="How often the rows written since a user's ANN index was built are "
+        "moved into it. Until then searches read them exactly, so a user writing fast "
+        "keeps a tail of about this many seconds of memories. See docs/scaling.md.",
+    )
     entity_weight: float = Field(
         default=0.1,
         ge=0,

@@ -138,6 +138,9 @@ class Memory(Base):
         UUID(as_uuid=True), ForeignKey("memories.id", ondelete="SET NULL")
     )
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: written after the user's ANN index was built, and not in it yet: searched exactly
+    #: until the fold job clears it (memwell/retrieval/ann.py)
+    ann_deferred: Mapped[bool] = mapped_column(server_default=text("false"))
     source_turn_ids: Mapped[list[str]] = mapped_column(
         ARRAY(Text), server_default=text("'{}'::text[]")
     )
@@ -169,6 +172,14 @@ class Memory(Base):
             postgresql_where=text("deleted_at IS NULL AND superseded_by IS NULL"),
         ),
         Index("ix_memories_fts", "fts", postgresql_using="gin"),
+        # The rows a huge user's ANN index does not hold yet: few, read exactly.
+        Index(
+            "ix_memories_ann_tail",
+            "tenant",
+            "user_id",
+            "embedding_model",
+            postgresql_where=text("ann_deferred"),
+        ),
         # Prune's hard delete walks tombstones oldest first; live rows are not indexed.
         Index(
             "ix_memories_tombstones",
@@ -224,6 +235,8 @@ class MemoryAnnIndex(Base):
     index_name: Mapped[str] = mapped_column(String(63), unique=True)
     dims: Mapped[int] = mapped_column(Integer)
     rows_at_build: Mapped[int] = mapped_column(Integer)
+    #: the index leaves out rows with `ann_deferred` set, so reconcile may defer them
+    defers_new_rows: Mapped[bool] = mapped_column(server_default=text("false"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
 
 

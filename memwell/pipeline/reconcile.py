@@ -135,23 +135,36 @@ _NEIGHBOURS = """
 # the user's store. The index also holds the user's superseded and deleted rows, so
 # the scan is iterative (pgvector 0.8): it reads on past them until it has k live
 # rows, up to a bounded number of index tuples. Exact duplicates never depend on it
-# (they are found by content hash, writes.py).
+# (they are found by content hash, writes.py). The rows written since the index was
+# built and not yet folded into it (the tail) are read once, exactly, and each
+# candidate's k nearest come from both.
 _ANN_NEIGHBOURS = """
+    WITH tail AS MATERIALIZED (
+        SELECT id, content, content_hash, kind, embedding
+        FROM memories
+        WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
+          AND ann_deferred AND deleted_at IS NULL AND superseded_by IS NULL
+    )
     SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
     FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
     CROSS JOIN LATERAL (
-        SELECT id, content, content_hash, kind,
-               (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims})) AS dist
-        FROM memories
-        WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
-          AND deleted_at IS NULL AND superseded_by IS NULL
-        ORDER BY (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims}))
+        (SELECT id, content, content_hash, kind,
+                (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims})) AS dist
+         FROM memories
+         WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
+           AND NOT ann_deferred AND deleted_at IS NULL AND superseded_by IS NULL
+         ORDER BY (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims}))
+         LIMIT :k)
+        UNION ALL
+        (SELECT id, content, content_hash, kind, embedding <=> c.vec AS dist
+         FROM tail ORDER BY dist LIMIT :k)
+        ORDER BY dist
         LIMIT :k
     ) m
     """
 _ANN_USERS = text(
     """
-    SELECT tenant, user_id, dims FROM memory_ann_indexes
+    SELECT tenant, user_id, dims, defers_new_rows FROM memory_ann_indexes
     WHERE embedding_model = :model
       AND (tenant, user_id) IN (
         SELECT * FROM unnest(CAST(:tenants AS text[]), CAST(:users AS text[])))
@@ -167,8 +180,12 @@ _SEARCH_SETTINGS = text(
     " set_config('hnsw.max_scan_tuples', :max_scan, true),"
     " set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
-#: HNSW's search beam for a candidate's neighbours
-ANN_EF_SEARCH = 40
+#: HNSW's search beam for a candidate's neighbours. Reconcile needs the few nearest
+#: (a duplicate, a paraphrase, the same subject), which a narrow beam finds: on a
+#: clustered 50k-row store, recall@8 against the exact scan was 0.96 at 16 and 0.99
+#: at 40, the nearest one the same at both, for 60% of the time
+#: (python -m bench.figures.reconcile_scale prints both).
+ANN_EF_SEARCH = 16
 #: at most this many index tuples read per candidate, live or not
 ANN_MAX_SCAN_TUPLES = 2000
 
@@ -177,14 +194,24 @@ def _neighbour(row: Any) -> Neighbour:
     return Neighbour(row.id, row.content, row.content_hash, row.kind, float(row.similarity))
 
 
-def _ann_users(
-    session: Session, users: list[tuple[str, str]], model: str
-) -> dict[tuple[str, str], int]:
+@dataclass(frozen=True)
+class AnnUser:
+    """A batch user's per-user ANN index, as the registry describes it."""
+
+    dims: int
+    #: the index leaves rows with `ann_deferred` out: new rows may skip it
+    defers_new_rows: bool
+
+
+def ann_users(
+    session: Session, users: Sequence[tuple[str, str]], model: str
+) -> dict[tuple[str, str], AnnUser]:
+    """Which of these users have a per-user ANN index of `model`."""
     rows = session.execute(
         _ANN_USERS,
         {"model": model, "tenants": [t for t, _ in users], "users": [u for _, u in users]},
     )
-    return {(r.tenant, r.user_id): int(r.dims) for r in rows}
+    return {(r.tenant, r.user_id): AnnUser(int(r.dims), bool(r.defers_new_rows)) for r in rows}
 
 
 def fetch_neighbours(
@@ -194,23 +221,26 @@ def fetch_neighbours(
     *,
     embedding_model: str,
     k: int,
+    ann: dict[tuple[str, str], AnnUser] | None = None,
 ) -> list[list[Neighbour]]:
     """The k nearest live memories of each candidate's user: one statement per user,
-    exact, or through the user's ANN index when it has one."""
+    exact, or through the user's ANN index (and its tail) when it has one. `ann`: the
+    users' indexes when the caller has read them already."""
     out: list[list[Neighbour]] = [[] for _ in candidates]
     if not candidates:
         return out
     by_user: dict[tuple[str, str], list[int]] = {}
     for i, c in enumerate(candidates):
         by_user.setdefault((c.tenant, c.user_id), []).append(i)
-    ann = _ann_users(session, sorted(by_user), embedding_model)
+    if ann is None:
+        ann = ann_users(session, sorted(by_user), embedding_model)
     session.execute(
         _SEARCH_SETTINGS,
         {"ef": str(max(ANN_EF_SEARCH, k)), "max_scan": str(ANN_MAX_SCAN_TUPLES)},
     )
     for (tenant, user_id), mine in sorted(by_user.items()):
-        dims = ann.get((tenant, user_id))
-        statement = _ANN_NEIGHBOURS.format(dims=dims) if dims else _NEIGHBOURS
+        index = ann.get((tenant, user_id))
+        statement = _ANN_NEIGHBOURS.format(dims=index.dims) if index else _NEIGHBOURS
         rows = session.execute(
             text(statement),
             {
@@ -315,11 +345,13 @@ def _plan(
 ) -> tuple[ReconcileReport, WritePlan, list[dict[str, Any]]]:
     """Each candidate's decision, in order, against fresh reads; writes only queued."""
     report = ReconcileReport()
+    ann = ann_users(session, sorted({(c.tenant, c.user_id) for c in candidates}), model)
     found = fetch_neighbours(
-        session, candidates, vectors, embedding_model=model, k=policy.neighbours
+        session, candidates, vectors, embedding_model=model, k=policy.neighbours, ann=ann
     )
     live = fetch_live_hashes(session, candidates, digests)
-    plan = WritePlan(live=live, model=model, entities=policy.entities)
+    deferred = {user for user, index in ann.items() if index.defers_new_rows}
+    plan = WritePlan(live=live, model=model, entities=policy.entities, deferred_users=deferred)
     state = _BatchState()
     events: list[dict[str, Any]] = []
     for c, digest, vector, near in zip(candidates, digests, vectors, found, strict=True):

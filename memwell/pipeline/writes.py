@@ -98,6 +98,9 @@ class WritePlan:
     model: str
     #: store the entities of the memories written (MEMWELL_ENTITIES_ENABLED)
     entities: bool = True
+    #: (tenant, user) whose ANN index leaves new rows out until they are folded in
+    #: (memwell/retrieval/ann.py): their inserts skip the index's graph
+    deferred_users: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset()
     _ops: list[list[dict[str, Any]] | Executable | dict[str, Any]] = field(default_factory=list)
     _stated: list[tuple[uuid.UUID, Candidate, str]] = field(default_factory=list)
 
@@ -167,6 +170,7 @@ class WritePlan:
             "metadata_": c.metadata,
             "pinned": c.pinned,
             "expires_at": c.expires_at,
+            "ann_deferred": (c.tenant, c.user_id) in self.deferred_users,
         }
         last = self._ops[-1] if self._ops else None
         if isinstance(last, list):

@@ -19,6 +19,14 @@ expression with the same predicate, which is how the planner matches it. The ind
 dropped when the user falls under half the threshold (hysteresis: no flapping).
 `memory_ann_indexes` records which exist; the query path reads it through a small
 per-process cache.
+
+Inserting into HNSW is not cheap: each new row searches the graph and rewrites its
+neighbours' links, and for a 50,000-row user that was half of a reconcile batch. So
+the index leaves out rows with `ann_deferred` set (its predicate ends in
+`AND NOT ann_deferred`). Reconcile writes such a user's new rows deferred; every
+search reads those few rows exactly, through `ix_memories_ann_tail`, beside the
+index; and `fold_ann_tails`, a beat job, clears the flag in small batches, which is
+when the index takes them, off the batch's path and outside the user's lock.
 """
 
 from __future__ import annotations
@@ -46,19 +54,24 @@ class AnnChange:
     tenant: str
     user_id: str
     embedding_model: str
-    action: str  # "created" | "dropped"
+    action: str  # "created" | "rebuilt" | "dropped"
     rows: int
 
 
+def _digest(tenant: str, user_id: str, model: str) -> str:
+    return hashlib.sha256(f"{tenant}\x00{user_id}\x00{model}".encode()).hexdigest()[:20]
+
+
 def index_name(tenant: str, user_id: str, model: str) -> str:
-    """A stable, short (< 63 bytes) name for one user's index."""
-    digest = hashlib.sha256(f"{tenant}\x00{user_id}\x00{model}".encode()).hexdigest()[:20]
-    return f"ix_ann_{digest}"
+    """A stable, short (< 63 bytes) name for one user's index of folded rows. Indexes
+    that still hold the deferred tail were named without the suffix; the registry
+    records which name a user's index has."""
+    return f"ix_ann_{_digest(tenant, user_id, model)}_folded"
 
 
 def text_index_name(tenant: str, user_id: str, model: str) -> str:
     """The name of the user's full-text index, made and dropped with the ANN index."""
-    return index_name(tenant, user_id, model) + "_fts"
+    return f"ix_ann_{_digest(tenant, user_id, model)}_fts"
 
 
 def _create_text_sql(name: str, tenant: str, user_id: str, model: str) -> sql.Composed:
@@ -83,7 +96,8 @@ def _create_sql(name: str, tenant: str, user_id: str, model: str, dims: int) -> 
     return sql.SQL(
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw "
         "((embedding::vector({dims})) vector_cosine_ops) WITH (m = {m}, ef_construction = {ef}) "
-        "WHERE tenant = {tenant} AND user_id = {user} AND embedding_model = {model}"
+        "WHERE tenant = {tenant} AND user_id = {user} AND embedding_model = {model} "
+        "AND NOT ann_deferred"
     ).format(
         name=sql.Identifier(name),
         dims=sql.Literal(int(dims)),
@@ -107,6 +121,25 @@ _SIZES = text(
 )
 
 
+_REGISTER = text(
+    """
+    INSERT INTO memory_ann_indexes
+      (tenant, user_id, embedding_model, index_name, dims, rows_at_build, defers_new_rows)
+    VALUES (:t, :u, :m, :name, :dims, :n, true)
+    ON CONFLICT (tenant, user_id, embedding_model) DO UPDATE
+      SET index_name = excluded.index_name, dims = excluded.dims,
+          rows_at_build = excluded.rows_at_build, defers_new_rows = true
+    """
+)
+
+
+def _register(conn: Connection, key: tuple[str, str, str], name: str, dims: int, n: int) -> None:
+    conn.execute(
+        _REGISTER,
+        {"t": key[0], "u": key[1], "m": key[2], "name": name, "dims": dims, "n": n},
+    )
+
+
 def _run(raw: Any, statement: sql.Composed) -> None:
     """DDL on the autocommit driver connection (CONCURRENTLY refuses a transaction)."""
     with raw.cursor() as cur:
@@ -126,12 +159,16 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
             (r.tenant, r.user_id, r.embedding_model): r
             for r in conn.execute(_SIZES, {"low": max(threshold // 2, 1)})
         }
-        existing = {
-            (r.tenant, r.user_id, r.embedding_model): r.index_name
+        registered = {
+            (r.tenant, r.user_id, r.embedding_model): r
             for r in conn.execute(
-                text("SELECT tenant, user_id, embedding_model, index_name FROM memory_ann_indexes")
+                text(
+                    "SELECT tenant, user_id, embedding_model, index_name, defers_new_rows "
+                    "FROM memory_ann_indexes"
+                )
             )
         }
+        existing = {key: r.index_name for key, r in registered.items()}
         raw = conn.connection.dbapi_connection
         assert raw is not None
         for key, row in sizes.items():
@@ -140,6 +177,9 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
             if key in existing:
                 # Indexes built before the text index existed get it now (else a no-op).
                 _run(raw, _create_text_sql(text_index_name(*key), *key))
+                if not registered[key].defers_new_rows:
+                    _rebuild_without_tail(conn, raw, key, existing[key], row)
+                    changes.append(AnnChange(*key, action="rebuilt", rows=int(row.n)))
                 continue
             if row.n < threshold:
                 continue
@@ -147,14 +187,7 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
             started = time.perf_counter()
             _run(raw, _create_sql(name, *key, row.dims))
             _run(raw, _create_text_sql(text_index_name(*key), *key))
-            conn.execute(
-                text(
-                    "INSERT INTO memory_ann_indexes "
-                    "(tenant, user_id, embedding_model, index_name, dims, rows_at_build) "
-                    "VALUES (:t, :u, :m, :name, :dims, :n) ON CONFLICT DO NOTHING"
-                ),
-                {"t": key[0], "u": key[1], "m": key[2], "name": name, "dims": row.dims, "n": row.n},
-            )
+            _register(conn, key, name, row.dims, row.n)
             log.info(
                 "ann index %s built for %s in %.1f s", name, key, time.perf_counter() - started
             )
@@ -174,6 +207,45 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
             _run(raw, _drop_sql(text_index_name(*key)))
             changes.append(AnnChange(*key, action="dropped", rows=0))
     return changes
+
+
+def _rebuild_without_tail(
+    conn: Connection, raw: Any, key: tuple[str, str, str], old: str, row: Any
+) -> None:
+    """Replace an index that still takes every new row with one that leaves the
+    deferred tail out: build it beside the old one, point the registry at it, then
+    drop the old one (searches are correct against either)."""
+    name = index_name(*key)
+    _run(raw, _create_sql(name, *key, row.dims))
+    _register(conn, key, name, row.dims, row.n)
+    _run(raw, _drop_sql(old))
+    log.info("ann index %s rebuilt as %s for %s", old, name, key)
+
+
+_FOLD = text(
+    """
+    UPDATE memories SET ann_deferred = false
+    WHERE id IN (
+      SELECT id FROM memories WHERE ann_deferred LIMIT :chunk FOR UPDATE SKIP LOCKED)
+    """
+)
+
+
+def fold_ann_tails(engine: Engine, *, chunk: int = 500, budget_s: float = 30.0) -> int:
+    """Let the ANN indexes take the rows written since: clear `ann_deferred`, a short
+    transaction per `chunk` rows (each update is then one index insertion), until the
+    tail is empty or `budget_s` is spent. Rows a batch holds locked are skipped; the
+    next run takes them. Also clears the flag of a user whose index was dropped
+    meanwhile: no index leaves their rows out any more. Returns the rows folded."""
+    folded = 0
+    deadline = time.monotonic() + budget_s
+    while time.monotonic() < deadline:
+        with engine.begin() as conn:
+            done = conn.execute(_FOLD, {"chunk": chunk}).rowcount
+        folded += done
+        if done < chunk:
+            break
+    return folded
 
 
 _REGISTERED = (
@@ -216,19 +288,19 @@ def drop_user_indexes(conn: Connection, *, tenant: str, user_id: str) -> int:
     `memories` (DROP INDEX CONCURRENTLY waits for every transaction that does).
     Returns the registrations dropped (one per embedding model: an HNSW index and its
     full-text twin)."""
-    models = conn.execute(
+    dropped = conn.execute(
         text(
             "DELETE FROM memory_ann_indexes WHERE tenant = :t AND user_id = :u "
-            "RETURNING embedding_model"
+            "RETURNING embedding_model, index_name"
         ),
         {"t": tenant, "u": user_id},
-    ).scalars().all()  # fmt: skip
+    ).all()  # fmt: skip
     raw = conn.connection.dbapi_connection
     assert raw is not None
-    for model in models:
-        _run(raw, _drop_sql(index_name(tenant, user_id, model)))
+    for model, name in dropped:
+        _run(raw, _drop_sql(name))
         _run(raw, _drop_sql(text_index_name(tenant, user_id, model)))
-    return len(models)
+    return len(dropped)
 
 
 def build_user_index(
@@ -240,13 +312,15 @@ def build_user_index(
     raw = conn.connection.dbapi_connection
     assert raw is not None
     name = index_name(tenant, user_id, model)
+    before = conn.execute(
+        text(
+            "SELECT index_name FROM memory_ann_indexes "
+            "WHERE tenant = :t AND user_id = :u AND embedding_model = :m"
+        ),
+        {"t": tenant, "u": user_id, "m": model},
+    ).scalar()
     _run(raw, _create_sql(name, tenant, user_id, model, dims))
     _run(raw, _create_text_sql(text_index_name(tenant, user_id, model), tenant, user_id, model))
-    conn.execute(
-        text(
-            "INSERT INTO memory_ann_indexes "
-            "(tenant, user_id, embedding_model, index_name, dims, rows_at_build) "
-            "VALUES (:t, :u, :m, :name, :dims, :n) ON CONFLICT DO NOTHING"
-        ),
-        {"t": tenant, "u": user_id, "m": model, "name": name, "dims": dims, "n": rows},
-    )
+    _register(conn, (tenant, user_id, model), name, dims, rows)
+    if before is not None and before != name:
+        _run(raw, _drop_sql(before))

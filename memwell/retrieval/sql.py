@@ -133,12 +133,21 @@ _PARTS = """
 # 4 ms capped). A term that common says little about which memory is meant, while every
 # match of a rare term is still found. The lookup runs in `memwell_text_candidates`
 # (alembic 0009): under row-level security `@@` may not use an index, so as the
-# service's role it read every row of the user.
+# service's role it read every row of the user. The rows written since the index was
+# built and not folded into it yet (memwell/retrieval/ann.py) come from a small exact
+# scan beside it.
 _ANN_IDS = """
     ids AS MATERIALIZED (
       (SELECT a.id FROM memories a
        WHERE a.tenant = :tenant AND a.user_id = :user_id AND a.embedding_model = :model
+         AND NOT a.ann_deferred
        ORDER BY (a.embedding::vector({dims})) <=> CAST(:query AS vector({dims}))
+       LIMIT :ann_k)
+      UNION
+      (SELECT a.id FROM memories a
+       WHERE a.tenant = :tenant AND a.user_id = :user_id AND a.embedding_model = :model
+         AND a.ann_deferred
+       ORDER BY a.embedding <=> CAST(:query AS vector)
        LIMIT :ann_k)
       UNION
       (SELECT t.id

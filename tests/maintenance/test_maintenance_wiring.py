@@ -28,6 +28,7 @@ def test_every_beat_entry_is_a_registered_maintenance_task(stack_env: dict[str, 
         TaskName.CLOSE_IDLE_SESSIONS,
         TaskName.FLUSH_ACCESS,
         TaskName.MAINTAIN_ANN,
+        TaskName.FOLD_ANN_TAILS,
         TaskName.REEMBED_TICK,
     }
     for entry in schedule.values():

@@ -1,9 +1,12 @@
 """Reconcile for a user large enough to have an ANN index of their own
 (memwell/retrieval/ann.py): the neighbours come through that index, bounded, and the
-decisions are the ones the exact search makes."""
+decisions are the ones the exact search makes; the rows written since the index was
+built wait outside it, in the exact tail, and are still found until they are folded
+in."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -16,7 +19,8 @@ from memwell.db.models import Memory
 from memwell.embeddings import Embedder, build_embedder
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.reconcile import ReconcilePolicy, fetch_neighbours, reconcile_batch
-from memwell.retrieval.ann import build_user_index, index_name
+from memwell.retrieval.ann import build_user_index, fold_ann_tails, index_name
+from memwell.retrieval.search import params_from_settings, search_sync
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 FILLER = 1200  # above the test stack's MEMWELL_ANN_THRESHOLD (1,000)
@@ -163,3 +167,65 @@ def test_a_large_user_reconciles_through_its_index_with_the_same_decisions(
             )
         ).all()
     assert "Ada lives in Berlin." not in live and "Ada moved to Lisbon." in live
+
+
+def _deferred(db: sessionmaker[Session], ids: dict[str, str]) -> dict[str, bool]:
+    with db() as session:
+        rows = session.execute(
+            select(Memory.content, Memory.ann_deferred).where(
+                Memory.tenant == ids["tenant"], Memory.content.not_like("filler%")
+            )
+        ).all()
+    return {r.content: r.ann_deferred for r in rows}
+
+
+def _index_scans(session: Session, name: str) -> int:
+    return int(
+        session.execute(
+            text("SELECT pg_stat_get_xact_numscans(CAST(:n AS regclass))"), {"n": name}
+        ).scalar_one()
+    )
+
+
+def test_new_rows_of_a_large_user_skip_its_index_until_folded_and_are_found_meanwhile(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    _large_user(db, embedder, ids)
+    _build_index(db, embedder, ids)
+    new = "Ada adopted a grey cat named Milo."
+    assert _reconcile(db, embedder, ids, [new])["added"] == 1
+    deferred = _deferred(db, ids)
+    assert deferred[new] is True
+    assert not any(deferred[f] for f in FACTS)  # stored before the index: in it
+
+    # In the tail, the row is still a neighbour: its paraphrase merges into it, and a
+    # search finds it.
+    assert _reconcile(db, embedder, ids, ["Ada adopted a grey cat called Milo."])["merged"] == 1
+    settings = Settings()
+    params = params_from_settings(
+        settings, tenant=ids["tenant"], user_id=ids["user"],
+        query_vector=embedder.embed(["What is the name of Ada's cat?"])[0],
+        embedding_model=embedder.model_name, query_text="Ada cat name",
+    )  # fmt: skip
+    params = replace(params, ann_dims=embedder.dimensions)
+    with db() as session:
+        hits = search_sync(session, params)
+    assert hits and "Milo" in hits[0].content
+
+    # Folded: the flag is cleared and the index answers for the row.
+    assert fold_ann_tails(db.kw["bind"]) >= 1
+    assert not any(_deferred(db, ids).values())
+    name = index_name(ids["tenant"], ids["user"], embedder.model_name)
+    with db() as session:
+        session.execute(text("SET LOCAL enable_seqscan = off"))
+        session.execute(text("SET LOCAL enable_bitmapscan = off"))
+        found = fetch_neighbours(
+            session, [_candidate(ids, "Ada's cat is called Milo.", 30)],
+            embedder.embed(["Ada's cat is called Milo."]),
+            embedding_model=embedder.model_name, k=3,
+        )  # fmt: skip
+        assert _index_scans(session, name) >= 1
+    assert "Milo" in max(found[0], key=lambda n: n.similarity).content
+    with db() as session:
+        hits = search_sync(session, params)
+    assert hits and "Milo" in hits[0].content

@@ -171,3 +171,57 @@ def test_text_candidates_answer_only_for_the_sessions_tenant(
     with db.begin() as s:
         s.execute(enter, {"s": "another-tenant"})
         assert s.execute(lookup).scalar_one() == 0
+
+
+def test_an_index_that_takes_every_new_row_is_rebuilt_to_leave_the_tail_out(
+    db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    """An index built before new rows could wait outside it (its predicate does not
+    name `ann_deferred`) is replaced: built anew beside it, registered, then dropped."""
+    t, u = ids["tenant"], ids["user"]
+    rng = np.random.default_rng(11)
+    with db.begin() as s:
+        for i, v in enumerate(rng.standard_normal((ROWS, DIMS)).astype(np.float32)):
+            add_memory(s, tenant=t, user_id=u, content=f"row {i}", embedding=v)
+    legacy = "ix_ann_legacy_" + t.replace("-", "")[:20]
+    engine = _engine(db)
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(
+                text(
+                    f'CREATE INDEX "{legacy}" ON memories USING hnsw '
+                    f"((embedding::vector({DIMS})) vector_cosine_ops) "
+                    f"WHERE tenant = '{t}' AND user_id = '{u}' AND embedding_model = '{MODEL}'"
+                )
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO memory_ann_indexes (tenant, user_id, embedding_model, "
+                    "index_name, dims, rows_at_build) VALUES (:t, :u, :m, :n, :d, :r)"
+                ),
+                {"t": t, "u": u, "m": MODEL, "n": legacy, "d": DIMS, "r": ROWS},
+            )
+        changes = [c for c in maintain_ann_indexes(engine, threshold=ROWS) if c.tenant == t]
+        assert [(c.user_id, c.action) for c in changes] == [(u, "rebuilt")]
+        with engine.connect() as conn:
+            registered = conn.execute(
+                text(
+                    "SELECT index_name, defers_new_rows FROM memory_ann_indexes "
+                    "WHERE tenant = :t AND user_id = :u"
+                ),
+                {"t": t, "u": u},
+            ).one()
+            definitions = dict(
+                conn.execute(
+                    text("SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN (:a, :b)"),
+                    {"a": legacy, "b": index_name(t, u, MODEL)},
+                ).all()
+            )
+        assert tuple(registered) == (index_name(t, u, MODEL), True)
+        assert list(definitions) == [index_name(t, u, MODEL)]
+        assert "NOT ann_deferred" in definitions[index_name(t, u, MODEL)]
+    finally:
+        with db.begin() as s:
+            s.execute(delete(Memory).where(Memory.tenant == t, Memory.user_id == u))
+        maintain_ann_indexes(engine, threshold=ROWS)  # drops this user's indexes
+        engine.dispose()
