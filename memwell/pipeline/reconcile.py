@@ -183,8 +183,8 @@ _SEARCH_SETTINGS = text(
 #: HNSW's search beam for a candidate's neighbours. Reconcile needs the few nearest
 #: (a duplicate, a paraphrase, the same subject), which a narrow beam finds: on a
 #: clustered 50k-row store, recall@8 against the exact scan was 0.96 at 16 and 0.99
-#: at 40, the nearest one the same at both, for 60% of the time
-#: (python -m bench.figures.reconcile_scale prints both).
+#: at 40, the nearest one the same at both, in 60% of the time (measured once;
+#: python -m bench.figures.reconcile_scale prints the recall at this beam).
 ANN_EF_SEARCH = 16
 #: at most this many index tuples read per candidate, live or not
 ANN_MAX_SCAN_TUPLES = 2000
