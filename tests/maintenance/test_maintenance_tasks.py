@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 
 import redis
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.queues import Queue, TaskName
@@ -73,3 +73,20 @@ def test_beat_tasks_run_in_the_worker(
         what="the runs recorded",
     )
     assert json.loads(client.hget(RUNS_KEY, "decay") or "{}")["batches"] >= 1
+
+
+def test_the_fold_job_moves_a_deferred_memory_into_the_index_in_the_worker(
+    stack_env: dict[str, str], worker: WorkerProcess, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    memory_id = add_memory(db, tenant=ids["tenant"], at=LONG_AGO, importance=0.5)
+    with db.begin() as s:
+        s.execute(update(Memory).where(Memory.id == memory_id).values(ann_deferred=True))
+
+    def deferred() -> bool:
+        with db() as s:
+            return bool(s.scalar(select(Memory.ann_deferred).where(Memory.id == memory_id)))
+
+    assert deferred()
+    _send(stack_env, TaskName.FOLD_ANN_TAILS)
+    wait_for(lambda: not deferred(), timeout=60, what="fold-ann-tails in the worker")
+    assert worker.alive()
