@@ -415,7 +415,12 @@ def _apply(
         plan.update(
             update(Memory)
             .where(Memory.id == old.id, Memory.superseded_by.is_(None))
-            .values(valid_to=c.event_time, superseded_by=memory_id, updated_at=func.now()),
+            .values(
+                valid_to=c.event_time,
+                superseded_by=memory_id,
+                updated_at=func.now(),
+                **_deferral(plan, c),
+            ),
             tenant=c.tenant,
             user_id=c.user_id,
             memory_id=old.id,
@@ -428,6 +433,13 @@ def _apply(
         )
         return Outcome("supersede", memory_id, related_id=old.id)
     return Outcome("add", memory_id)
+
+
+def _deferral(plan: WritePlan, c: Candidate) -> dict[str, bool]:
+    """For an update that writes a new row version into every index anyway (it changes
+    an indexed column): the version of a user with a deferring ANN index waits in the
+    tail too. Left off other updates, which may stay in place (HOT) and touch no index."""
+    return {"ann_deferred": True} if (c.tenant, c.user_id) in plan.deferred_users else {}
 
 
 def _merge(
@@ -455,7 +467,7 @@ def _merge(
     }
     rewritten = kept != target.content
     if rewritten:
-        values |= {"content": kept, "content_hash": kept_hash}
+        values |= {"content": kept, "content_hash": kept_hash, **_deferral(plan, c)}
         if kept == c.content:
             values["embedding"] = vector
     plan.update(
