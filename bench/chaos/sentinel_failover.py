@@ -318,10 +318,14 @@ def run_sentinel_failover(
 
 def tally_answers(answers: list[Answer], killed_at: float) -> dict[str, object]:
     """The answers around the kill: during the switch (from the kill to the first
-    acknowledged broker write) anything but a 2xx or a 503 with Retry-After is an
-    error; after it, anything but a 2xx is."""
-    broker_ok = [a.ended for a in answers if a.kind != "turns" and a.status in OK]
-    resumed = min((t for t in broker_ok if t > killed_at), default=float("inf"))
+    acknowledged broker write sent after it) anything but a 2xx or a 503 with
+    Retry-After is an error; after it, anything but a 2xx is. A write sent before the
+    kill and acknowledged just after it says nothing about the new primary: counted
+    as the switch's end, it put the switch's own 503s after it."""
+    broker_ok = [
+        a.ended for a in answers if a.kind != "turns" and a.status in OK and a.started > killed_at
+    ]
+    resumed = min(broker_ok, default=float("inf"))
     during = [a for a in answers if a.ended >= killed_at and a.started <= resumed]
     after = [a for a in answers if a.started > resumed]
     kinds = sorted({a.kind for a in answers})

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench.chaos.harness import Services
-from bench.chaos.sentinel_failover import run_sentinel_failover
+from bench.chaos.sentinel_failover import Answer, run_sentinel_failover, tally_answers
 
 
 @pytest.fixture
@@ -39,3 +39,21 @@ def test_no_acknowledged_turn_is_lost_or_doubled_when_the_primary_dies(
     # A chat refused mid-switch is kept as a dead letter for replay, nothing else is.
     assert result.dead_letters <= result.refused, result.notes
     assert "turns processed after the kill: 0" not in result.notes  # workers kept consuming
+
+
+def test_the_switch_ends_with_the_first_write_sent_after_the_kill() -> None:
+    """A write sent before the kill and acknowledged just after it does not end the
+    switch: the 503s that follow it are the switch's, not errors after it."""
+    killed = 10.0
+    answers = [
+        Answer(started=9.9, ended=10.01, kind="enqueue", status=200),
+        Answer(started=10.5, ended=10.6, kind="chat", status=503),
+        Answer(started=11.0, ended=11.1, kind="turns", status=503),
+        Answer(started=12.0, ended=12.2, kind="enqueue", status=200),
+        Answer(started=12.5, ended=12.6, kind="chat", status=200),
+    ]
+    tally = tally_answers(answers, killed)
+    assert tally["during_bad"] == 0 and tally["after_bad"] == 0
+    assert tally["resumed_s"] == pytest.approx(2.2)
+    late = [*answers, Answer(started=13.0, ended=13.1, kind="chat", status=503)]
+    assert tally_answers(late, killed)["after_bad"] == 1
