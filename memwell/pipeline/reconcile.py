@@ -350,7 +350,7 @@ def _plan(
         session, candidates, vectors, embedding_model=model, k=policy.neighbours, ann=ann
     )
     live = fetch_live_hashes(session, candidates, digests)
-    deferred = {user for user, index in ann.items() if index.defers_new_rows}
+    deferred = frozenset(user for user, index in ann.items() if index.defers_new_rows)
     plan = WritePlan(live=live, model=model, entities=policy.entities, deferred_users=deferred)
     state = _BatchState()
     events: list[dict[str, Any]] = []

@@ -100,7 +100,7 @@ class WritePlan:
     entities: bool = True
     #: (tenant, user) whose ANN index leaves new rows out until they are folded in
     #: (memwell/retrieval/ann.py): their inserts skip the index's graph
-    deferred_users: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset()
+    deferred_users: frozenset[tuple[str, str]] = frozenset()
     _ops: list[list[dict[str, Any]] | Executable | dict[str, Any]] = field(default_factory=list)
     _stated: list[tuple[uuid.UUID, Candidate, str]] = field(default_factory=list)
 

@@ -133,11 +133,24 @@ _REGISTER = text(
 )
 
 
-def _register(conn: Connection, key: tuple[str, str, str], name: str, dims: int, n: int) -> None:
+def _build(
+    conn: Connection, key: tuple[str, str, str], dims: int, rows: int, *, replacing: str | None
+) -> str:
+    """Build the user's HNSW index of folded rows and its full-text twin, register it,
+    then drop `replacing`, the index it succeeds, if any (the registry names one or
+    the other at every moment, and searches are correct against either)."""
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    name = index_name(*key)
+    _run(raw, _create_sql(name, *key, dims))
+    _run(raw, _create_text_sql(text_index_name(*key), *key))
     conn.execute(
         _REGISTER,
-        {"t": key[0], "u": key[1], "m": key[2], "name": name, "dims": dims, "n": n},
+        {"t": key[0], "u": key[1], "m": key[2], "name": name, "dims": dims, "n": rows},
     )
+    if replacing is not None and replacing != name:
+        _run(raw, _drop_sql(replacing))
+    return name
 
 
 def _run(raw: Any, statement: sql.Composed) -> None:
@@ -178,16 +191,16 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
                 # Indexes built before the text index existed get it now (else a no-op).
                 _run(raw, _create_text_sql(text_index_name(*key), *key))
                 if not registered[key].defers_new_rows:
-                    _rebuild_without_tail(conn, raw, key, existing[key], row)
+                    # Built when every new row went into the graph: replaced by one
+                    # that leaves the deferred tail out.
+                    _build(conn, key, row.dims, row.n, replacing=existing[key])
+                    log.info("ann index %s rebuilt for %s", existing[key], key)
                     changes.append(AnnChange(*key, action="rebuilt", rows=int(row.n)))
                 continue
             if row.n < threshold:
                 continue
-            name = index_name(*key)
             started = time.perf_counter()
-            _run(raw, _create_sql(name, *key, row.dims))
-            _run(raw, _create_text_sql(text_index_name(*key), *key))
-            _register(conn, key, name, row.dims, row.n)
+            name = _build(conn, key, row.dims, row.n, replacing=None)
             log.info(
                 "ann index %s built for %s in %.1f s", name, key, time.perf_counter() - started
             )
@@ -207,19 +220,6 @@ def maintain_ann_indexes(engine: Engine, *, threshold: int) -> list[AnnChange]:
             _run(raw, _drop_sql(text_index_name(*key)))
             changes.append(AnnChange(*key, action="dropped", rows=0))
     return changes
-
-
-def _rebuild_without_tail(
-    conn: Connection, raw: Any, key: tuple[str, str, str], old: str, row: Any
-) -> None:
-    """Replace an index that still takes every new row with one that leaves the
-    deferred tail out: build it beside the old one, point the registry at it, then
-    drop the old one (searches are correct against either)."""
-    name = index_name(*key)
-    _run(raw, _create_sql(name, *key, row.dims))
-    _register(conn, key, name, row.dims, row.n)
-    _run(raw, _drop_sql(old))
-    log.info("ann index %s rebuilt as %s for %s", old, name, key)
 
 
 _FOLD = text(
@@ -309,9 +309,6 @@ def build_user_index(
     """Build and register one user's ANN and full-text indexes for `model` now, even
     before any of their rows carry it (a re-embed builds the target's index before the
     user switches; the switch's update then fills it). `conn` must be in autocommit."""
-    raw = conn.connection.dbapi_connection
-    assert raw is not None
-    name = index_name(tenant, user_id, model)
     before = conn.execute(
         text(
             "SELECT index_name FROM memory_ann_indexes "
@@ -319,8 +316,4 @@ def build_user_index(
         ),
         {"t": tenant, "u": user_id, "m": model},
     ).scalar()
-    _run(raw, _create_sql(name, tenant, user_id, model, dims))
-    _run(raw, _create_text_sql(text_index_name(tenant, user_id, model), tenant, user_id, model))
-    _register(conn, (tenant, user_id, model), name, dims, rows)
-    if before is not None and before != name:
-        _run(raw, _drop_sql(before))
+    _build(conn, (tenant, user_id, model), dims, rows, replacing=before)
