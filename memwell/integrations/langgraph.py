@@ -11,13 +11,17 @@ Mapping:
   Memwell user, and with `agent_label` set (1 for `(user_id, agent_id, ...)`) that
   label is the memory's agent_id; the whole namespace and the key are kept in the
   memory's metadata (under "langgraph"), so deeper labels scope items inside the user.
-- `put` with a dict stores a memory through the direct-add path (POST /v1/memories),
-  reconciled like every memory: a put that repeats a memory the user already has
-  reinforces or merges into it, and that memory answers to both keys; a changed fact
-  supersedes the old memory (its history keeps it). The memory's content is the
-  value's "content" (text, or JSON), else the whole value as JSON. Putting an existing
-  key edits its memory (PATCH, a versioned update). `put(..., None)` and `delete`
-  remove the key: its memory is deleted once no other key names it.
+- Each key is one memory, a keyed item (metadata "store_key", see
+  memwell/pipeline/store_keys.py) that changes only through its key, as in LangGraph's
+  own stores: reconcile never merges it or supersedes it, nor folds it into another
+  memory, so namespaces of one user (and keys of one namespace) never hide, take over or
+  end each other's items, whatever their texts.
+- `put` with a dict stores a memory through the direct-add path (POST /v1/memories).
+  The memory's content is the value's "content" (text, or JSON), else the whole value
+  as JSON. Putting an existing key edits its memory (PATCH, a versioned update).
+  `put(..., None)` and `delete` delete the key's memory. A memory written before keys
+  were kept apart may still answer to several keys: a put or delete of one of them
+  leaves it to the others.
 - `search(query=...)` is Memwell's hybrid, recency-weighted retrieval; without a query,
   the namespace's items newest first. `filter` is an equality filter on the value's
   fields, sent as a metadata containment filter; `limit` and `offset` page.
@@ -53,6 +57,9 @@ from memwell.sdk import Memory, MemoryClient, NotFoundError
 
 #: the metadata key under which a memory records the store's items
 META = "langgraph"
+#: the metadata field that makes a memory a keyed item, which the service never merges
+#: or supersedes (the API's contract; the service's side: memwell/pipeline/store_keys.py)
+STORE_KEY = "store_key"
 PAGE = 500
 #: the most hits one search asks for (the search's own cap)
 MAX_HITS = 100
@@ -162,8 +169,17 @@ class MemwellStore(BaseStore):
         return [tuple(json.loads(a)) for a in memory.metadata.get(META, {}).get("aliases", [])]
 
     def _relabel(self, memory: Memory, aliases: list[tuple[str, ...]], value: Any) -> None:
-        record = self._record(aliases, value)
-        self.client.update_memory(memory.id, metadata={**memory.metadata, META: record})
+        self.client.update_memory(memory.id, metadata=self._metadata(memory, aliases, value))
+
+    @classmethod
+    def _metadata(
+        cls, memory: Memory | None, aliases: list[tuple[str, ...]], value: Any
+    ) -> dict[str, Any]:
+        """The memory's metadata for these keys: a keyed item when one key names it."""
+        metadata = {k: v for k, v in (memory.metadata if memory else {}).items() if k != STORE_KEY}
+        if len(aliases) == 1:
+            metadata[STORE_KEY] = _enc(aliases[0])
+        return {**metadata, META: cls._record(aliases, value)}
 
     # --- operations ---------------------------------------------------------------------
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
@@ -176,26 +192,21 @@ class MemwellStore(BaseStore):
         if existing is not None:
             others = [a for a in self._aliases(existing) if a != alias]
             if not others and value is not None:
-                record = {**existing.metadata, META: self._record([alias], value)}
-                self.client.update_memory(existing.id, content=_content(value), metadata=record)
+                metadata = self._metadata(existing, [alias], value)
+                self.client.update_memory(existing.id, content=_content(value), metadata=metadata)
                 return
-            if others:  # the memory stays, for the other keys
+            if others:  # a memory shared by keys (written before keys were kept apart)
                 self._relabel(existing, others, existing.metadata.get(META, {}).get("value"))
             else:
                 self._delete(existing)
         if value is None:
             return
         agent = self._agent(namespace)
-        added = self.client.add_memory(
+        self.client.add_memory(
             user_id=self._user(namespace), content=_content(value),
-            metadata={META: self._record([alias], value)},
+            metadata=self._metadata(None, [alias], value),
             **({"agent_id": agent} if agent is not None else {}),
         )  # fmt: skip
-        if added.action in ("reinforced", "merged"):
-            # Deduplicated into a memory the user already has: it answers to this key too.
-            held = self.client.get_memory(added.memory_id)
-            kept = held.metadata.get(META, {}).get("value") or value
-            self._relabel(held, [*self._aliases(held), alias], kept)
 
     @staticmethod
     def _record(aliases: list[tuple[str, ...]], value: Any) -> dict[str, Any]:

@@ -4,7 +4,8 @@ an expiry. Every change is an `update` event with the old and new content.
 A content change re-embeds the memory and runs the fact guard against the user's
 nearest live memories: a paraphrase of another memory, or a conflicting fact, is
 reported as a collision for the client to resolve. Nothing is merged behind its back.
-A second live memory with exactly the same content cannot exist: that is a conflict.
+A second live memory with exactly the same content cannot exist: that is a conflict
+(for a store's keyed item, memwell/pipeline/store_keys.py: under the same key).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from sqlalchemy import insert, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memwell.core.errors import Conflict, InvalidInput, NotFound
-from memwell.core.text import content_hash
 from memwell.db.models import Memory, MemoryEvent
 from memwell.embeddings.base import Embedder
 from memwell.entities.extract import extract
@@ -29,6 +29,7 @@ from memwell.intake.turns import AwareInstant, Content, Metadata
 from memwell.memories.add import MemoryKind
 from memwell.memories.record import MemoryRecord
 from memwell.pipeline.dedup import fact_guard
+from memwell.pipeline.store_keys import memory_hash
 
 NEIGHBOURS = 5
 
@@ -150,14 +151,17 @@ async def update_memory(
             raise InvalidInput(f"{name} cannot be null")
     old_content = memory.content
     new_content = changes["content"].strip() if changes.get("content") else None
+    if "metadata" in changes:
+        memory.metadata_ = changes["metadata"] or {}
     vector = None
     if new_content is not None and new_content != old_content:
         vector = await _reembed(session, memory, new_content, embedder)
+    elif memory_hash(memory.content, memory.metadata_) != memory.content_hash:
+        # A store key given or taken away: the memory's dedup identity goes with it.
+        await _rehash(session, memory, memory.content)
     for name in ("kind", "importance", "pinned", "expires_at"):
         if name in changes:
             setattr(memory, name, changes[name])
-    if "metadata" in changes:
-        memory.metadata_ = changes["metadata"] or {}
     memory.updated_at = datetime.now(UTC)
     collisions: list[Collision] = []
     if vector is not None and embedder is not None:
@@ -194,7 +198,18 @@ async def _reembed(
 ) -> Any:
     if embedder is None:
         raise InvalidInput("this process cannot embed: content cannot be edited here")
-    digest = content_hash(content)
+    await _rehash(session, memory, content)
+    vector = (await asyncio.to_thread(embedder.embed, [content]))[0]
+    memory.content = content
+    memory.embedding = vector
+    memory.embedding_model = embedder.model_name
+    return vector
+
+
+async def _rehash(session: AsyncSession, memory: Memory, content: str) -> None:
+    """Give the memory the dedup key of `content` and its metadata; a Conflict if
+    another live memory of the user holds that key."""
+    digest = memory_hash(content, memory.metadata_)
     twin = await session.scalar(
         select(Memory.id).where(
             Memory.tenant == memory.tenant, Memory.user_id == memory.user_id,
@@ -204,9 +219,4 @@ async def _reembed(
     )  # fmt: skip
     if twin is not None:
         raise Conflict(f"memory {twin} already holds this content")
-    vector = (await asyncio.to_thread(embedder.embed, [content]))[0]
-    memory.content = content
     memory.content_hash = digest
-    memory.embedding = vector
-    memory.embedding_model = embedder.model_name
-    return vector

@@ -43,6 +43,7 @@ from memwell.db.models import Memory, MemoryEvent
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.dedup import MERGE_THRESHOLD_DEFAULT, better_written, decide_merge
 from memwell.pipeline.slots import supersedes
+from memwell.pipeline.store_keys import UNKEYED_ROW, memory_hash, store_key
 from memwell.pipeline.user_lock import lock_users
 from memwell.pipeline.writes import PLAN_ATTEMPTS, PlanStale, WritePlan, fetch_live_hashes
 from memwell.retrieval.search import vector_literal
@@ -117,7 +118,9 @@ class ReconcileReport:
 # One statement per user, the user named by constants: the planner then reads that
 # user's rows through ix_memories_user. Named through the unnested candidates instead,
 # the user was unknown at planning time and every candidate scanned the whole table,
-# so a small user's batch grew with everyone else's memories.
+# so a small user's batch grew with everyone else's memories. A store's keyed items
+# (memwell/pipeline/store_keys.py) are never neighbours: nothing merges into them or
+# supersedes them.
 _NEIGHBOURS = """
     SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
     FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
@@ -125,7 +128,7 @@ _NEIGHBOURS = """
         SELECT id, content, content_hash, kind, embedding <=> c.vec AS dist
         FROM memories
         WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
-          AND deleted_at IS NULL AND superseded_by IS NULL
+          AND deleted_at IS NULL AND superseded_by IS NULL AND {unkeyed}
         ORDER BY embedding <=> c.vec
         LIMIT :k
     ) m
@@ -143,7 +146,7 @@ _ANN_NEIGHBOURS = """
         SELECT id, content, content_hash, kind, embedding
         FROM memories
         WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
-          AND ann_deferred AND deleted_at IS NULL AND superseded_by IS NULL
+          AND ann_deferred AND deleted_at IS NULL AND superseded_by IS NULL AND {unkeyed}
     )
     SELECT c.idx, m.id, m.content, m.content_hash, m.kind, 1 - m.dist AS similarity
     FROM unnest(CAST(:idx AS int[]), CAST(:vecs AS vector[])) AS c(idx, vec)
@@ -153,6 +156,7 @@ _ANN_NEIGHBOURS = """
          FROM memories
          WHERE tenant = :tenant AND user_id = :user_id AND embedding_model = :model
            AND NOT ann_deferred AND deleted_at IS NULL AND superseded_by IS NULL
+           AND {unkeyed}
          ORDER BY (embedding::vector({dims})) <=> CAST(c.vec AS vector({dims}))
          LIMIT :k)
         UNION ALL
@@ -240,7 +244,10 @@ def fetch_neighbours(
     )
     for (tenant, user_id), mine in sorted(by_user.items()):
         index = ann.get((tenant, user_id))
-        statement = _ANN_NEIGHBOURS.format(dims=index.dims) if index else _NEIGHBOURS
+        if index:
+            statement = _ANN_NEIGHBOURS.format(dims=index.dims, unkeyed=UNKEYED_ROW)
+        else:
+            statement = _NEIGHBOURS.format(unkeyed=UNKEYED_ROW)
         rows = session.execute(
             text(statement),
             {
@@ -313,7 +320,7 @@ def reconcile_batch(
     if not candidates:
         return ReconcileReport()
     waited = lock_users(session, {(c.tenant, c.user_id) for c in candidates})
-    digests = [content_hash(c.content) for c in candidates]
+    digests = [memory_hash(c.content, c.metadata) for c in candidates]
     for attempt in range(1, PLAN_ATTEMPTS + 1):
         report, plan, events = _plan(
             session, candidates, digests, vectors, embedding_model, policy, decider
@@ -355,19 +362,32 @@ def _plan(
     state = _BatchState()
     events: list[dict[str, Any]] = []
     for c, digest, vector, near in zip(candidates, digests, vectors, found, strict=True):
-        neighbours = state.view(c, vector, near)
-        decision = None
-        close = [n for n in neighbours if n.similarity >= policy.supersede_floor]
-        exact = any(n.content_hash == digest for n in neighbours)
-        if decider is not None and close and not exact:
-            decision = decider.decide(c, close)
-        if decision is None:
-            decision = decide_local(c, neighbours, policy)
+        decision = _decide(c, digest, state.view(c, vector, near), policy, decider)
         outcome = _apply(plan, c, digest, vector, decision, state, events)
-        report.count(decision.action)
+        report.count(outcome.action)
         report.memory_ids.append(outcome.memory_id)
         report.outcomes.append(outcome)
     return report, plan, events
+
+
+def _decide(
+    c: Candidate,
+    digest: str,
+    neighbours: list[Neighbour],
+    policy: ReconcilePolicy,
+    decider: Decider | None,
+) -> Decision:
+    if store_key(c.metadata) is not None:
+        # A key's value replaces only that key's value (its writer's job): it is added,
+        # or reinforces its own exact duplicate, and never folds into another memory.
+        return Decision("add", reason="a store key's value")
+    close = [n for n in neighbours if n.similarity >= policy.supersede_floor]
+    exact = any(n.content_hash == digest for n in neighbours)
+    if decider is not None and close and not exact:
+        decision = decider.decide(c, close)
+        if decision is not None:
+            return decision
+    return decide_local(c, neighbours, policy)
 
 
 def _event(c: Candidate, memory_id: uuid.UUID, event: str, **extra: Any) -> dict[str, Any]:
@@ -408,8 +428,9 @@ def _apply(
         events.append(_event(c, memory_id, "reinforce", reason=d.reason or "exact duplicate"))
         return Outcome("reinforce", memory_id)
     events.append(_event(c, memory_id, "add", reason=d.reason))
-    me = Neighbour(memory_id, c.content, digest, c.kind, 1.0)
-    state.added.append((c, vector, me))
+    if store_key(c.metadata) is None:  # a keyed item is no later candidate's neighbour
+        me = Neighbour(memory_id, c.content, digest, c.kind, 1.0)
+        state.added.append((c, vector, me))
     if d.action == "supersede" and d.target is not None:
         old = d.target
         plan.update(

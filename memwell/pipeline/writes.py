@@ -33,11 +33,11 @@ from sqlalchemy import CursorResult, Executable, insert, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from memwell.core.text import content_hash
 from memwell.db.models import Memory, MemoryEmbedding
 from memwell.entities.extract import extract
 from memwell.entities.store import EntitySource, write_entities
 from memwell.pipeline.candidate import Candidate
+from memwell.pipeline.store_keys import memory_hash
 from memwell.reembed.dual_write import route_new_rows
 
 LiveKey = tuple[str, str, str]  # (tenant, user_id, content_hash)
@@ -231,7 +231,7 @@ def write_memories(
     """Memories through the same plan as a consolidation batch, without reconciling:
     each is added, or reinforces the live memory with the same normalised content.
     Returns (id, added) per candidate, in order."""
-    digests = [content_hash(c.content) for c in candidates]
+    digests = [memory_hash(c.content, c.metadata) for c in candidates]
     for attempt in range(1, PLAN_ATTEMPTS + 1):
         live = fetch_live_hashes(session, candidates, digests)
         plan = WritePlan(live=live, model=model, entities=entities)

@@ -110,13 +110,14 @@ def test_put_is_a_reconciled_memory_and_search_is_memwells_retrieval(
     food = store.search(ns, query="what can Ada not eat?", filter={"topic": "food"})
     assert [h.key for h in food] == ["k2"]
 
-    # The same fact under a new key is deduplicated: one memory answers to both keys.
+    # The same fact under a new key is that key's own memory: keys never fold together.
     store.put(ns, "again", {"content": "Ada is allergic to peanuts.", "topic": "food", "n": 2})
-    assert client.list_memories(user_id=user).total == 4
+    assert client.list_memories(user_id=user).total == 5
     first, again = store.get(ns, "k2"), store.get(ns, "again")
     assert first is not None and again is not None and first.value == again.value
     store.delete(ns, "again")
     assert store.get(ns, "again") is None and store.get(ns, "k2") is not None
+    assert client.list_memories(user_id=user).total == 4
 
     with pytest.raises(NotImplementedError):
         store.search(ns, filter={"n": {"$gt": 1}})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -363,3 +364,54 @@ def test_a_poison_turn_fails_alone_and_the_batch_goes_on(
     assert [m.content for m in _memories(db, ids["tenant"])] == [
         "Ada adopted a puppy named Biscuit."
     ]
+
+
+def _keyed(ids: dict[str, str], content: str, key: str, turn: str, minutes: int) -> Candidate:
+    return replace(_candidate(ids, content, turn, minutes), metadata={"store_key": key})
+
+
+def test_a_keyed_memory_is_never_merged_superseded_or_folded_into_another(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    """A store's keyed item changes only through its own key: reconcile leaves it out of
+    merge and supersede as the target and as the candidate, within a batch too, and its
+    exact duplicates are counted per key."""
+    first = [
+        _keyed(ids, "Ada lives in Berlin.", "A/k1", "t1", 0),
+        _keyed(ids, "Ada enjoys hiking in the Alps.", "A/k2", "t2", 0),
+    ]
+    _store(db, embedder, first)
+    # As the target: a changed fact and a paraphrase from outside the key, and a changed
+    # fact after a keyed item written earlier in the same batch.
+    as_target = _store(db, embedder, [
+        _keyed(ids, "Ada works at Apple.", "C/k1", "t3", 1),
+        _candidate(ids, "Ada moved to Lisbon.", "t4", 2),
+        _candidate(ids, "Ada really enjoys hiking in the Alps.", "t5", 3),
+        _candidate(ids, "Ada works at Google.", "t6", 4),
+    ])  # fmt: skip
+    # As the candidate: a changed fact, a paraphrase and the same text under other keys.
+    as_candidate = _store(db, embedder, [
+        _keyed(ids, "Ada moved to Porto.", "B/k1", "t7", 5),
+        _keyed(ids, "Ada enjoys hiking in the Alps a lot.", "B/k2", "t8", 6),
+        _keyed(ids, "Ada lives in Berlin.", "B/k3", "t9", 7),
+    ])  # fmt: skip
+    again = _store(db, embedder, [_keyed(ids, "Ada lives in Berlin.", "A/k1", "t10", 8)])
+
+    assert as_target == {"added": 4, "merged": 0, "superseded": 0}
+    assert as_candidate == {"added": 3, "merged": 0, "superseded": 0}
+    assert again == {"added": 0, "merged": 0, "superseded": 0}  # reinforced its own key
+    rows = _memories(db, ids["tenant"])
+    assert all(m.superseded_by is None and m.deleted_at is None for m in rows)
+    assert sorted((m.metadata_.get("store_key", ""), m.content) for m in rows) == [
+        ("", "Ada moved to Lisbon."),
+        ("", "Ada really enjoys hiking in the Alps."),
+        ("", "Ada works at Google."),
+        ("A/k1", "Ada lives in Berlin."),
+        ("A/k2", "Ada enjoys hiking in the Alps."),
+        ("B/k1", "Ada moved to Porto."),
+        ("B/k2", "Ada enjoys hiking in the Alps a lot."),
+        ("B/k3", "Ada lives in Berlin."),
+        ("C/k1", "Ada works at Apple."),
+    ]
+    reinforced = {m.metadata_.get("store_key"): m.reinforcement_count for m in rows}
+    assert reinforced["A/k1"] == 1 and reinforced["B/k3"] == 0
