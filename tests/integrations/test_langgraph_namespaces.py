@@ -118,6 +118,30 @@ def test_a_paraphrase_under_another_key_keeps_its_own_value(
     assert store.get(b, "k2") is not None
 
 
+def test_a_memory_keys_shared_before_is_split_by_a_put_to_one_of_them(
+    client: memwell.MemoryClient, ids: dict[str, str]
+) -> None:
+    """An earlier version let keys share one memory (the same text put under both): a
+    put to one key leaves the memory, as a keyed item, to the other."""
+    user = ids["user"]
+    store = MemwellStore(client)
+    a, b = (user, "agentA"), (user, "agentB")
+    lisbon = {"content": "Ada lives in Lisbon."}
+    record = MemwellStore._record([(*a, "k1"), (*b, "k2")], lisbon)
+    shared = client.add_memory(user_id=user, content=lisbon["content"],
+                               metadata={"langgraph": record})  # fmt: skip
+    assert _entry(store.get(a, "k1")) == (a, "k1", lisbon)
+
+    store.put(a, "k1", {"content": "Ada lives in Porto."})
+
+    assert _entry(store.get(b, "k2")) == (b, "k2", lisbon)
+    assert _entry(store.get(a, "k1")) == (a, "k1", {"content": "Ada lives in Porto."})
+    kept = client.get_memory(shared.memory_id)
+    assert kept.metadata["store_key"] == f'["{user}","agentB","k2"]'
+    # Now keyed, its text no longer absorbs the same text added from outside the store.
+    assert client.add_memory(user_id=user, content=lisbon["content"]).action == "added"
+
+
 _namespace = st.sampled_from(("agentA", "agentB", "agentA/notes"))
 _value = st.fixed_dictionaries({"content": st.sampled_from(TEXTS), "tag": st.sampled_from("xy")})
 _op = st.one_of(
