@@ -755,10 +755,17 @@ class Settings(BaseSettings):
             _obeys(check_redis_url, value)
         return value
 
-    @field_validator("openai_base_url", "api_url")
+    @field_validator("openai_base_url")
     @classmethod
-    def _check_http_urls(cls, value: str | None) -> str | None:
+    def _check_endpoint(cls, value: str | None) -> str | None:
         if value is not None:
+            _obeys(check_http_url, value)
+        return value
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_api_url(cls, value: str | None) -> str | None:
+        if value:  # empty, like unset: http://api_host:api_port
             _obeys(check_http_url, value)
         return value
 

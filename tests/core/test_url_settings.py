@@ -85,3 +85,9 @@ def test_every_problem_is_on_the_one_line() -> None:
     line = _refusal(REDIS_URL="redis://h/-1", MEMWELL_TOP_K="0")
     assert line.count("; ") == 1
     assert "REDIS_URL: " in line and "MEMWELL_TOP_K: Input should be greater than" in line
+
+
+def test_an_empty_url_means_unset_where_it_did() -> None:
+    settings = Settings(MEMWELL_API_URL="", MEMWELL_DATABASE_READ_URL="", REDIS_URL="")
+    assert settings.database_read_urls == [] and settings.resolved_api_url.startswith("http://")
+    assert _refusal(OPENAI_BASE_URL="").startswith("invalid settings: OPENAI_BASE_URL: ")
