@@ -18,13 +18,14 @@ from api.redaction import install as install_log_redaction
 from api.routes import chat, health, memories, openai_compat, reembed, sessions, turns, users
 from api.state import build_state
 from memwell import __version__
-from memwell.core.settings import Settings, get_settings
+from memwell.core.settings import Settings
+from memwell.core.settings_errors import settings_or_exit
 
 log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    resolved = settings or get_settings()
+    resolved = settings or settings_or_exit()  # uvicorn calls this factory by name
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

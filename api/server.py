@@ -7,8 +7,11 @@ a deadline, from the connection's start or from the first byte after a response,
 and closes the connection with a 408 when it passes. The body has its own deadline,
 enforced in the app (api/admission.py), where the route's size cap is known.
 
-The protocol is h11's (pure Python, the one uvicorn picks without httptools), so the
-limit on the size of a header block (MEMWELL_API_MAX_HEADER_BYTES) applies too.
+The protocol is h11's (pure Python, the one uvicorn picks without httptools). Its own
+limit on a header block counts only a block still incomplete after a read, so a whole
+oversize block in one write went through; `HeadLimitedConnection` measures every
+request's line and headers, however they arrived, against MEMWELL_API_MAX_HEADER_BYTES.
+Either way an oversize block is answered 431 with a problem body, and closed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import socket
 import tempfile
 from typing import Any, Final
 
+import h11
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -28,6 +32,8 @@ from memwell.core.metrics import MULTIPROC_ENV
 from memwell.core.settings import Settings
 
 APP: Final = "api.main:create_app"
+#: A request's line and headers, at most, when the config does not say (h11's default).
+MAX_HEAD_BYTES: Final = 16 * 1024
 _TIMEOUT_BODY: Final = (
     b'{"type":"https://memwell.dev/problems/request-timeout","title":"Request timeout",'
     b'"status":408,"detail":"the request headers did not arrive in time"}'
@@ -37,6 +43,45 @@ _TIMEOUT_RESPONSE: Final = (
     b"connection: close\r\ncontent-length: " + str(len(_TIMEOUT_BODY)).encode() + b"\r\n\r\n"
     + _TIMEOUT_BODY
 )  # fmt: skip
+
+_TOO_LARGE_BODY: Final = (
+    b'{"type":"https://memwell.dev/problems/headers-too-large",'
+    b'"title":"Request header fields too large","status":431,'
+    b'"detail":"the request line and headers are over MEMWELL_API_MAX_HEADER_BYTES"}'
+)
+_TOO_LARGE_RESPONSE: Final = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+    b"content-type: application/problem+json\r\nconnection: close\r\n"
+    b"content-length: " + str(len(_TOO_LARGE_BODY)).encode() + b"\r\n\r\n" + _TOO_LARGE_BODY
+)  # fmt: skip
+
+
+def head_size(request: h11.Request) -> int:
+    """Bytes of a request's line and headers as sent (less any optional whitespace
+    around header values, which h11 strips)."""
+    line = len(request.method) + len(request.target) + len(request.http_version) + 9
+    return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
+
+
+class HeadLimitedConnection(h11.Connection):
+    """h11's server connection that refuses a request whose line and headers are over
+    `max_head_bytes` (h11's own check sees only an incomplete block), and remembers the
+    status a refused request asks for."""
+
+    def __init__(self, max_head_bytes: int) -> None:
+        super().__init__(h11.SERVER, max_incomplete_event_size=max_head_bytes)
+        self.max_head_bytes = max_head_bytes
+        self.refused_status: int | None = None
+
+    def next_event(self) -> Any:
+        try:
+            event = super().next_event()
+            if isinstance(event, h11.Request) and head_size(event) > self.max_head_bytes:
+                raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
+        except h11.RemoteProtocolError as exc:
+            self.refused_status = exc.error_status_hint
+            raise
+        return event
 
 
 class ApiConfig(uvicorn.Config):
@@ -49,10 +94,12 @@ class ApiConfig(uvicorn.Config):
 
 
 class HeaderTimeoutProtocol(H11Protocol):
-    """h11's protocol, with a deadline on every request's header block."""
+    """h11's protocol, with a deadline on every request's header block and a limit on
+    its size."""
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
+        self.conn = HeadLimitedConnection(config.h11_max_incomplete_event_size or MAX_HEAD_BYTES)
         self.header_timeout_s: float = getattr(config, "header_timeout_s", 10.0)
         self._header_timer: asyncio.TimerHandle | None = None
 
@@ -71,6 +118,14 @@ class HeaderTimeoutProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn answers every malformed request 400; an oversize head is 431.
+        if getattr(self.conn, "refused_status", None) != 431:
+            super().send_400_response(msg)
+            return
+        self.transport.write(_TOO_LARGE_RESPONSE)
+        self.transport.close()
 
     def _awaiting_headers(self) -> bool:
         return self.cycle is None or self.cycle.response_complete

@@ -30,14 +30,15 @@ from celery import Celery
 from memwell.core import stack
 from memwell.core.queues import TASK_QUEUES, Queue, kombu_queues
 from memwell.core.redis_target import celery_broker
-from memwell.core.settings import Settings, get_settings
+from memwell.core.settings import Settings
+from memwell.core.settings_errors import settings_or_exit
 from worker import heartbeat, observability  # noqa: F401  (observability: signal handlers)
 from worker.broker_transport import transport_for
 from worker.schedule import beat_schedule
 
 
 def create_app(settings: Settings | None = None) -> Celery:
-    settings = settings or get_settings()
+    settings = settings or settings_or_exit()
     broker_url, sentinel_options = celery_broker(stack.redis_url(settings))
     app = Celery("memwell", broker=broker_url, include=["worker.tasks", "worker.maintenance"])
     app.conf.update(

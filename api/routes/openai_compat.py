@@ -71,9 +71,16 @@ class ChatCompletionRequest(BaseModel):
 
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
-    stream: bool = Field(default=False, strict=True)
+    # OpenAI takes null for every optional field; null `stream` means not streamed.
+    stream: bool | None = Field(default=False, strict=True)
     user: str | None = Field(default=None, max_length=200)
     metadata: dict[str, Any] | None = None
+
+    @field_validator("stream")
+    @classmethod
+    def _null_is_not_streamed(cls, value: bool | None) -> bool:
+        # False, not None, goes upstream: not every OpenAI-compatible server takes null.
+        return bool(value)
 
     @model_validator(mode="after")
     def _stored_message_is_content(self) -> ChatCompletionRequest:

@@ -18,11 +18,12 @@ from datetime import datetime
 from functools import partial
 from typing import Annotated
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, ValidationError
 
-from memwell.agents import tools
+from memwell.agents import tools, transports
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.core import stack
 from memwell.core.errors import MemwellError
@@ -205,6 +206,6 @@ def create_server(deps: tools.ToolDeps) -> MCPServer:
 def run(settings: Settings, *, transport: str, host: str, port: int, tenant: str | None) -> None:
     server = create_server(build_deps(settings, tenant=tenant))
     if transport == "stdio":
-        server.run("stdio")
+        anyio.run(transports.serve_stdio, server)
     else:
-        server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")
+        transports.serve_http(server, host=host, port=port)

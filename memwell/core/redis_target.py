@@ -21,9 +21,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from memwell.core.errors import ConfigurationError
+from memwell.core.url_rules import PORT_RULE, check_port, port_of
 
 SENTINEL_SCHEME = "sentinel"
 DEFAULT_SENTINEL_PORT = 26379
+REDIS_SCHEMES = ("redis", "rediss", "unix", SENTINEL_SCHEME)
+DB_RULE = "the database must be a number from 0 (the path, or ?db=)"
 
 
 @dataclass(frozen=True)
@@ -72,13 +75,10 @@ def parse_sentinel(url: str) -> SentinelTarget:
     sentinels = tuple(_host_port(item) for item in hostlist.split(",") if item.strip())
     if not sentinels:
         raise ConfigurationError("a sentinel:// URL needs at least one host:port")
-    db_text = parts.path.strip("/") or "0"
-    if not db_text.isdigit():
-        raise ConfigurationError(f"sentinel:// URL: the database must be a number, not {db_text!r}")
     return SentinelTarget(
         sentinels=sentinels,
         master_name=master_name,
-        db=int(db_text),
+        db=_database(parts.path.strip("/") or "0"),
         password=password or None,
         sentinel_password=query.get("sentinel_password") or None,
     )
@@ -88,9 +88,33 @@ def _host_port(item: str) -> tuple[str, int]:
     host, _, port = item.strip().rpartition(":")
     if not host:
         return item.strip(), DEFAULT_SENTINEL_PORT
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigurationError(f"sentinel:// URL: bad port in {item!r}")
+    if not port.isdigit():
+        raise ConfigurationError(f"sentinel:// URL: {PORT_RULE}")
+    check_port(int(port))
     return host.strip("[]"), int(port)
+
+
+def _database(text: str) -> int:
+    # redis-py takes "-1" and then retries SELECT forever.
+    if not text.isdigit():
+        raise ConfigurationError(DB_RULE)
+    return int(text)
+
+
+def check_redis_url(url: str) -> None:
+    """A REDIS_URL every client can use: a known scheme, a usable port, a database
+    number from 0; for sentinel://, what `parse_sentinel` needs too."""
+    parts = urlsplit(url)
+    if parts.scheme not in REDIS_SCHEMES:
+        raise ConfigurationError("must be a redis://, rediss://, unix:// or sentinel:// URL")
+    if parts.scheme == SENTINEL_SCHEME:
+        parse_sentinel(url)
+        return
+    port_of(parts)
+    if parts.scheme != "unix":  # a unix socket's path is the socket's
+        _database(parts.path.strip("/") or "0")
+    for value in parse_qs(parts.query).get("db", []):
+        _database(value)
 
 
 def celery_broker(url: str) -> tuple[str, dict[str, Any]]:

@@ -6,16 +6,18 @@ unset means "use the embedded service"; no model endpoint means local mode.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memwell.core.errors import ConfigurationError
 from memwell.core.model_calibration import CALIBRATIONS
-from memwell.core.redis_target import is_sentinel, parse_sentinel
+from memwell.core.redis_target import check_redis_url, is_sentinel
+from memwell.core.url_rules import check_database_url, check_http_url
 
 EmbeddingProvider = Literal["auto", "local", "openai"]
 #: Expensive requests in flight per API process in local mode. On 2 cores one process
@@ -26,13 +28,19 @@ LOCAL_API_MAX_INFLIGHT = 64
 class Settings(BaseSettings):
     """Memwell configuration, read from the environment (and an optional .env file)."""
 
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+    # hide_input_in_errors: a refusal never quotes the value, which may be a secret (or,
+    # for a check across fields, every setting at once).
+    model_config = SettingsConfigDict(
+        env_file=".env", extra="ignore", populate_by_name=True, hide_input_in_errors=True
+    )
 
     # --- services -----------------------------------------------------------------
     database_url: str | None = Field(
         default=None,
         validation_alias="DATABASE_URL",
-        description="SQLAlchemy URL of Postgres with pgvector. Unset: the embedded server.",
+        description="SQLAlchemy URL of Postgres with pgvector. Unset: the embedded server. "
+        "Checked at startup: a URL SQLAlchemy cannot parse, or a port outside 1..65535, "
+        "stops every process.",
     )
     database_read_url: str | None = Field(
         default=None,
@@ -41,7 +49,8 @@ class Settings(BaseSettings):
         "separated by commas, for the request path's reads: search, context and the "
         "lookups before them. Writes, the workers and the re-embed stay on DATABASE_URL. "
         "A replica that fails is skipped for 5 s and the primary serves (no error). "
-        "Unset: every read on DATABASE_URL.",
+        "Unset: every read on DATABASE_URL. Each URL is checked at startup as "
+        "DATABASE_URL is.",
     )
     read_your_writes_s: float = Field(
         default=5.0,
@@ -56,8 +65,10 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         validation_alias="REDIS_URL",
-        description="Redis URL for the broker, the session buffers and the locks. "
-        "Unset: the embedded Valkey server.",
+        description="Redis URL for the broker, the session buffers and the locks: "
+        "redis://, rediss://, unix:// or sentinel:// (docs/scaling.md). Unset: the "
+        "embedded Valkey server. Checked at startup: a port outside 1..65535 or a "
+        "database number below 0 stops every process.",
     )
     data_dir: Path = Field(
         default=Path(".memwell"),
@@ -571,7 +582,8 @@ class Settings(BaseSettings):
         default=16 * 1024,
         ge=1024,
         validation_alias="MEMWELL_API_MAX_HEADER_BYTES",
-        description="Largest request line plus headers; a larger one is answered 400.",
+        description="Largest request line plus headers, however they arrive; a larger "
+        "one is answered 431 and its connection closed.",
     )
     api_limit_concurrency: int = Field(
         default=0,
@@ -728,20 +740,45 @@ class Settings(BaseSettings):
         description="Size of one turn's metadata as compact JSON.",
     )
 
-    @model_validator(mode="after")
-    def _check_endpoint_pair(self) -> Settings:
-        if self.openai_base_url is not None and not self.openai_base_url.startswith(
-            ("http://", "https://")
-        ):
-            raise ValueError("OPENAI_BASE_URL must be an http(s) URL")
-        for entry in filter(None, (e.strip() for e in self.reembed_targets.split(","))):
+    @field_validator("database_url", "database_read_url")
+    @classmethod
+    def _check_database_urls(cls, value: str | None) -> str | None:
+        for url in (value or "").split(","):
+            if url.strip():
+                _obeys(check_database_url, url.strip())
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str | None) -> str | None:
+        if value:
+            _obeys(check_redis_url, value)
+        return value
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _check_endpoint(cls, value: str | None) -> str | None:
+        if value is not None:
+            _obeys(check_http_url, value)
+        return value
+
+    @field_validator("api_url")
+    @classmethod
+    def _check_api_url(cls, value: str | None) -> str | None:
+        if value:  # empty, like unset: http://api_host:api_port
+            _obeys(check_http_url, value)
+        return value
+
+    @field_validator("reembed_targets")
+    @classmethod
+    def _check_reembed_targets(cls, value: str) -> str:
+        for number, entry in enumerate(filter(None, (e.strip() for e in value.split(","))), 1):
             spec, at, endpoint = entry.partition("@")
-            if ":" not in spec or (at and not endpoint.strip().startswith(("http://", "https://"))):
-                raise ValueError(
-                    f"MEMWELL_REEMBED_TARGETS entry {entry!r}: expected provider:model or "
-                    "provider:model@http(s)://endpoint"
-                )
-        return self
+            if ":" not in spec:
+                raise ValueError(f"entry {number}: expected provider:model[@endpoint URL]")
+            if at:
+                _obeys(check_http_url, endpoint.strip(), f"entry {number}'s endpoint")
+        return value
 
     @model_validator(mode="after")
     def _calibrate_for_the_local_model(self) -> Settings:
@@ -753,15 +790,6 @@ class Settings(BaseSettings):
         for name in ("similarity_floor", "merge_threshold", "supersede_floor"):
             if name not in self.model_fields_set:
                 object.__setattr__(self, name, getattr(calibration, name))
-        return self
-
-    @model_validator(mode="after")
-    def _check_redis_url(self) -> Settings:
-        if self.redis_url and is_sentinel(self.redis_url):
-            try:
-                parse_sentinel(self.redis_url)
-            except ConfigurationError as exc:
-                raise ValueError(f"REDIS_URL: {exc}") from None
         return self
 
     @property
@@ -803,6 +831,15 @@ class Settings(BaseSettings):
     @property
     def resolved_api_url(self) -> str:
         return self.api_url or f"http://{self.api_host}:{self.api_port}"
+
+
+def _obeys(check: Callable[[str], None], url: str, what: str = "") -> None:
+    """Run a URL rule as a field check: its ConfigurationError becomes the ValueError
+    pydantic reports against the setting's name."""
+    try:
+        check(url)
+    except ConfigurationError as exc:
+        raise ValueError(f"{what}: {exc}" if what else str(exc)) from None
 
 
 @lru_cache(maxsize=1)

@@ -1,10 +1,11 @@
 """How a `memwell` command fails: one line on standard error, not a traceback.
 
 An operator who mistypes a key prefix or points at a stopped database needs the
-reason, not forty lines of stack. A domain error (`MemwellError`) or a failure to
-reach Postgres, Redis, the broker or the API becomes `Error: <message>` and exit
-code 1; `memwell --debug` (or MEMWELL_DEBUG=1) lets the traceback through. Anything
-else is a bug and keeps its traceback.
+reason, not forty lines of stack. Settings that cannot work (named by
+memwell/core/settings_errors.py, never with their values), a domain error
+(`MemwellError`) or a failure to reach Postgres, Redis, the broker or the API becomes
+`Error: <message>` and exit code 1; `memwell --debug` (or MEMWELL_DEBUG=1) lets the
+traceback through. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def _unreachable(exc: BaseException) -> str | None:
 
 def describe(exc: BaseException) -> str | None:
     """The one-line message for an expected failure; None for a bug."""
+    from memwell.core.settings_errors import describe_settings_error
+
+    if (settings_problem := describe_settings_error(exc)) is not None:
+        return settings_problem
     if isinstance(exc, MemwellError):
         return _one_line(str(exc)) or type(exc).__name__
     service = _unreachable(exc)

@@ -28,6 +28,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from memwell.sdk._text import refuse_unsendable
 from memwell.sdk._transport import decode
 from memwell.sdk.models import (
     AddResult,
@@ -65,6 +66,11 @@ class Call(Generic[T]):
     #: the answer straight from its bytes, when it has the usual shape (None: use `parse`)
     parse_json: Callable[[bytes], T | None] | None = None
 
+    def __post_init__(self) -> None:
+        # Every call is built here, so its text is checked here, once, for all methods.
+        refuse_unsendable(self.json, ("body",))
+        refuse_unsendable(self.params, ("query",))
+
     def parse_response(self, response: httpx.Response, request_id: str) -> T:
         """The result of a success; the mapped APIError for anything else."""
         if self.parse_json is not None and response.status_code < 400 and response.content:
@@ -92,6 +98,7 @@ def from_json(model: type[M]) -> Callable[[bytes], M | None]:
 
 def _seg(value: str) -> str:
     """A path segment, escaped: ids are the caller's strings."""
+    refuse_unsendable(str(value), ("path",))
     return quote(str(value), safe="")
 
 

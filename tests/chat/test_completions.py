@@ -214,3 +214,25 @@ def test_models_list_the_upstream_or_the_local_responder(
         )  # fmt: skip
     assert [m.id for m in listed.data] == ["memwell-local-recall"]
     assert "memwell local recall" in (answer.choices[0].message.content or "")
+
+
+def test_null_optional_fields_read_as_openai_reads_them(
+    door: str, fake_openai: FakeOpenAI, tenant_key: str, ids: dict[str, str]
+) -> None:
+    # OpenAI takes null for its optional fields: `stream: null` is not streamed, and the
+    # upstream is told false (not every compatible server takes null).
+    fake_openai.reset()
+    fake_openai.script_chat([Reply("Plain reply.")])
+    body = {
+        "model": "m", "messages": [{"role": "user", "content": "hi", "name": None}],
+        "stream": None, "user": ids["user"], "metadata": None, "temperature": None,
+    }  # fmt: skip
+    response = httpx.post(
+        f"{door}/v1/chat/completions", json=body,
+        headers={"Authorization": f"Bearer {tenant_key}", "X-Memwell-Session": "nulls"},
+    )  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["choices"][0]["message"]["content"] == "Plain reply."
+    forwarded = fake_openai.chat_requests[-1].json
+    assert forwarded["stream"] is False

@@ -40,8 +40,10 @@ def test_replica_acks_default_to_one_behind_sentinel_only() -> None:
     [
         ("sentinel://a:26379/0", "master_name"),
         ("sentinel:///0?master_name=m", "host:port"),
-        ("sentinel://a:notaport/0?master_name=m", "bad port"),
+        ("sentinel://a:notaport/0?master_name=m", "port must be a number from 1 to 65535"),
         ("sentinel://a:1/x?master_name=m", "database must be a number"),
+        ("sentinel://a:1/-1?master_name=m", "database must be a number"),
+        ("sentinel://a:99999/0?master_name=m", "port must be a number from 1 to 65535"),
     ],
 )
 def test_a_malformed_sentinel_url_is_refused_with_its_reason(url: str, reason: str) -> None:

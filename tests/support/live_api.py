@@ -1,5 +1,6 @@
 """The real API served by uvicorn on a free loopback port, in a thread of the test
-process: for clients that must talk real HTTP (the SDK, the MCP server)."""
+process, with `memwell api`'s protocol, limits and timeouts (api/server.py): for
+clients that must talk real HTTP (the SDK, the MCP server, a raw socket)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ def free_port() -> int:
 def serve_api(settings: Settings | None = None) -> Iterator[str]:
     """The API on a free loopback port; `settings` default to the test stack's."""
     from api.main import create_app
+    from api.server import server_config
 
+    resolved = settings or get_settings()
     port = free_port()
-    config = uvicorn.Config(
-        create_app(settings or get_settings()), host="127.0.0.1", port=port, log_config=None,
-        lifespan="on",
-    )  # fmt: skip
+    config = server_config(resolved, host="127.0.0.1", port=port, app=create_app(resolved))
+    config.lifespan = "on"
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="live-api", daemon=True)
     thread.start()

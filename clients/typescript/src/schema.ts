@@ -576,7 +576,7 @@ export interface components {
              * Stream
              * @default false
              */
-            stream: boolean;
+            stream: boolean | null;
             /** User */
             user?: string | null;
         } & {

@@ -1,0 +1,79 @@
+"""MEMWELL_API_MAX_HEADER_BYTES holds however the request line and headers arrive: in
+one write (h11's own limit let a whole 60 KB block through) or in many; an oversize
+block is 431 with a problem body, and a block under the limit is served."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from memwell.core.settings import Settings
+from tests.support.live_api import serve_api
+
+LIMIT = 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def address(stack_env: dict[str, str]) -> Iterator[tuple[str, int]]:
+    settings = Settings(api_max_header_bytes=LIMIT)
+    assert settings.api_max_header_bytes == LIMIT
+    with serve_api(settings) as url:
+        parts = urlsplit(url)
+        assert parts.hostname and parts.port
+        yield parts.hostname, parts.port
+
+
+def _request(url_bytes: int) -> bytes:
+    target = "/healthz?pad=" + "a" * (url_bytes - len("/healthz?pad="))
+    return f"GET {target} HTTP/1.1\r\nHost: memwell\r\nConnection: close\r\n\r\n".encode()
+
+
+def _exchange(address: tuple[str, int], chunks: list[bytes]) -> tuple[int, bytes]:
+    """Send `chunks` (each its own write), then read the answer to its end; the status
+    and the body. A server that answers before the last chunk may reset the
+    connection: what it sent before is still read."""
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            for chunk in chunks:
+                sock.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        received = b""
+        try:
+            while data := sock.recv(65536):
+                received += data
+        except ConnectionResetError:
+            pass
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), received[:200]
+    return int(head.split()[1]), body
+
+
+def _assert_refused(status: int, body: bytes) -> None:
+    assert status == 431, body
+    problem = json.loads(body)
+    assert problem["type"].endswith("/headers-too-large") and problem["status"] == 431
+
+
+def test_a_60_kb_url_in_one_write_is_refused(address: tuple[str, int]) -> None:
+    _assert_refused(*_exchange(address, [_request(60 * 1024)]))
+
+
+def test_a_60_kb_url_in_small_writes_is_refused(address: tuple[str, int]) -> None:
+    request = _request(60 * 1024)
+    chunks = [request[i : i + 2048] for i in range(0, len(request), 2048)]
+    _assert_refused(*_exchange(address, chunks))
+
+
+def test_a_block_just_over_the_limit_in_one_write_is_refused(address: tuple[str, int]) -> None:
+    _assert_refused(*_exchange(address, [_request(LIMIT)]))
+
+
+def test_a_10_kb_url_is_served(address: tuple[str, int]) -> None:
+    status, body = _exchange(address, [_request(10 * 1024)])
+    assert status == 200, body
