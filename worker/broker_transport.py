@@ -20,6 +20,11 @@ among them). Kombu gives up, and they wait in the `unacked` hash for the visibil
 timeout, an hour by default. Here such a channel is remembered, and the next channel
 that connects, once Redis answers again, restores them at once. A message whose
 task was still running is then delivered twice, which idempotent tasks allow.
+
+Third gap: an item on a queue's list that is not a message envelope (pushed there by a
+raw producer) made Kombu's read of it raise, and the worker stopped. Here the channel's
+Redis clients screen what BRPOP pops before Kombu reads it: such an item is kept as a
+dead letter (worker/poison_items.py) and the pop reads as empty, so the worker goes on.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ import threading
 from typing import Any, cast
 
 from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
+
+from worker.poison_items import keep_item, problem_of
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,23 @@ class _SafeChannel:
                 with _left_behind_lock:
                     _left_behind.append(qos)
             raise
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        client = super()._create_client(asynchronous=asynchronous)  # type: ignore[misc]
+        _screen_pops(client, self)
+        return client
+
+    def _kept_as_poison(self, key: bytes | str, item: bytes | str) -> bool:
+        """Whether the popped `item` is not a message, and was kept as a dead letter."""
+        problem = problem_of(item, lambda envelope: cast(Any, self).Message(envelope, channel=self))
+        if problem is None:
+            return False
+        # The list's key, less the global prefix and the priority suffix: the queue.
+        name = bytes_to_str(key)
+        prefix = cast(Any, self).global_keyprefix or ""
+        name = name.removeprefix(prefix).rsplit(cast(Any, self).sep, 1)[0]
+        keep_item(name, item, problem)
+        return True
 
     def _connparams(self, asynchronous: bool = False) -> dict[str, Any]:
         parent = super()._connparams  # type: ignore[misc]
@@ -90,6 +115,23 @@ class SentinelChannel(_SafeChannel, kombu_redis.SentinelChannel):
         # Reads the sentinel list from the transport's client, like `_connparams`.
         parent = super()._sentinel_managed_pool  # type: ignore[misc]
         return self._with_transport(lambda: parent(asynchronous=asynchronous))
+
+
+def _screen_pops(client: Any, channel: _SafeChannel) -> None:
+    """Make `client`'s BRPOP reply read as empty when the popped item is poison.
+
+    The reply's own parser is the one place that holds the popped bytes before Kombu
+    parses them, on every version of Kombu's read loop; this channel's clients serve
+    only Kombu, whose BRPOP is the consuming pop."""
+    parse = client.response_callbacks.get("BRPOP")
+
+    def screened(response: Any, **options: Any) -> Any:
+        popped = parse(response, **options) if parse is not None else response
+        if popped and channel._kept_as_poison(popped[0], popped[1]):
+            return None  # Kombu reads an empty pop, as after its timeout
+        return popped
+
+    client.set_response_callback("BRPOP", screened)
 
 
 _left_behind: list[Any] = []  # the QoS of channels that closed with Redis down

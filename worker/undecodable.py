@@ -9,13 +9,17 @@ logs only the message id, its size and the error's class. The message then leave
 queue as Celery would have removed it: acknowledged, or rejected without requeue.
 
 Such a letter names no tenant (nothing in it could be read), so a user's erasure
-cannot find it: `memwell dlq list` shows it to the operator, who replays or purges.
+finds it only by its bytes: `memwell dlq list --payload` shows it to the operator. It
+holds no task's arguments, so a replay skips it.
+
+A raw item that is not even a message envelope never reaches this consumer: the
+transport keeps it (worker/poison_items.py), through `store` here.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from celery.worker.consumer import Consumer
@@ -24,7 +28,7 @@ from memwell.core import stack
 from memwell.core.redaction import describe
 from memwell.core.settings import get_settings
 from memwell.db.engine import make_engine, make_sessionmaker
-from memwell.intake.dead_letters import record_dead_letter
+from memwell.intake.dead_letters import raw_payload, record_dead_letter
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,22 @@ def _body_bytes(message: Any) -> bytes:
     return str(body).encode("utf-8", "backslashreplace")
 
 
+def store(raw: bytes, *, task_name: str, error: str, details: Mapping[str, str]) -> int | None:
+    """Keep `raw` whole as a dead letter, with `details`; its id, or None when the
+    database could not take it (then the log says so, without the content)."""
+    engine = make_engine(stack.database_url(get_settings()), pool_size=1)
+    try:
+        with make_sessionmaker(engine).begin() as session:
+            return record_dead_letter(
+                session, task_name=task_name, payload=raw_payload(raw, details), error=error
+            )
+    except Exception as exc:  # the database may be down: the count and the log remain
+        log.error("could not keep an unreadable message (%d bytes): %s", len(raw), describe(exc))
+        return None
+    finally:
+        engine.dispose()
+
+
 def keep(message: Any, error: BaseException | None, why: str) -> None:
     """Record `message` as a dead letter and log that it was, without its content."""
     body = _body_bytes(message)
@@ -54,25 +74,13 @@ def keep(message: Any, error: BaseException | None, why: str) -> None:
         "a message could not be read as a task (%s): id=%s, %d bytes, %s; kept as a dead letter",
         why, message_id, len(body), error_class,
     )  # fmt: skip
-    payload = {
-        "unreadable_body_b64": base64.b64encode(body).decode("ascii"),
+    details = {
         "content_type": str(message.content_type),
         "content_encoding": str(message.content_encoding),
         "message_id": str(message_id),
     }
-    engine = make_engine(stack.database_url(get_settings()), pool_size=1)
-    try:
-        with make_sessionmaker(engine).begin() as session:
-            record_dead_letter(
-                session,
-                task_name=_task_name(message),
-                payload=payload,
-                error=f"{why}: {describe(error) if error is not None else error_class}",
-            )
-    except Exception as exc:  # the database may be down: the count and the log remain
-        log.error("could not keep the unreadable message %s: %s", message_id, describe(exc))
-    finally:
-        engine.dispose()
+    error_text = f"{why}: {describe(error) if error is not None else error_class}"
+    store(body, task_name=_task_name(message), error=error_text, details=details)
 
 
 class KeepingConsumer(Consumer):

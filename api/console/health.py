@@ -25,7 +25,12 @@ from memwell.core import stack
 from memwell.core.metrics import read_queue_depths
 from memwell.core.queues import Queue
 from memwell.db.engine import make_sessionmaker
-from memwell.intake.dead_letters import list_dead_letters, replay_dead_letters, turn_ids_of
+from memwell.intake.dead_letters import (
+    list_dead_letters,
+    replay_dead_letters,
+    replayable,
+    turn_ids_of,
+)
 from memwell.intake.dispatch import send_by_name
 from memwell.maintenance.activity import consolidation_rate
 from memwell.maintenance.runs import last_runs
@@ -48,7 +53,7 @@ def _letters(state: AppState, tenant: str | None) -> list[dict[str, Any]]:
         return [
             {"id": d.id, "task": d.task_name, "tenant": d.tenant, "error": d.error,
              "attempts": d.attempts, "created_at": d.created_at,
-             "turn_ids": turn_ids_of(d.payload)}
+             "turn_ids": turn_ids_of(d.payload), "replayable": replayable(d.payload)}
             for d in list_dead_letters(session, limit=LETTERS_SHOWN, tenant=tenant)
         ]  # fmt: skip
 

@@ -1,9 +1,12 @@
 """Dead letters: tasks that failed for good, kept with their payload for replay
-(`memwell dlq list` / `memwell dlq replay`)."""
+(`memwell dlq list` / `memwell dlq replay`), and messages no worker could read as a
+task, kept as their raw bytes for the operator (not replayable: they hold no task's
+arguments to re-send)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import base64
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +16,9 @@ from sqlalchemy.orm import Session
 
 from memwell.core.metrics import DEAD_LETTERS_TOTAL
 from memwell.db.models import DeadLetter
+
+#: The payload key of a letter kept as raw bytes (base64): a message no worker could read.
+RAW_BYTES_KEY = "unreadable_body_b64"
 
 
 def storable(value: Any) -> Any:
@@ -77,6 +83,17 @@ def record_dead_letter(
     return letter.id
 
 
+def raw_payload(raw: bytes, details: Mapping[str, str]) -> dict[str, Any]:
+    """The payload of a letter that keeps `raw` whole, with what is known of it."""
+    return {RAW_BYTES_KEY: base64.b64encode(raw).decode("ascii"), **details}
+
+
+def replayable(payload: Any) -> bool:
+    """Whether a letter's payload is a task's arguments, which a replay can re-send; raw
+    bytes are not: re-sending them would only make another dead letter."""
+    return not (isinstance(payload, dict) and RAW_BYTES_KEY in payload)
+
+
 def list_dead_letters(
     session: Session,
     *,
@@ -105,10 +122,10 @@ def replay_dead_letters(
     """Re-send open dead letters (these ids, or the oldest `limit`; with `tenant`, only
     that tenant's) with their original task name and arguments, and mark them
     replayed. Tasks are idempotent, so a replay of work that did land is harmless.
-    Returns the replayed ids."""
+    Letters kept as raw bytes are skipped (see `replayable`). Returns the replayed ids."""
     stmt = (
         select(DeadLetter)
-        .where(DeadLetter.replayed_at.is_(None))
+        .where(DeadLetter.replayed_at.is_(None), ~DeadLetter.payload.has_key(RAW_BYTES_KEY))
         .order_by(DeadLetter.id)
         .limit(limit)
         .with_for_update(skip_locked=True)

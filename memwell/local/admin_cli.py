@@ -34,7 +34,7 @@ def dlq_list(include_replayed: bool, limit: int, show_payload: bool) -> None:
     import json
     import textwrap
 
-    from memwell.intake.dead_letters import list_dead_letters, turn_ids_of
+    from memwell.intake.dead_letters import list_dead_letters, replayable, turn_ids_of
 
     with operator_sessions().begin() as session:
         letters = list_dead_letters(session, include_replayed=include_replayed, limit=limit)
@@ -42,6 +42,8 @@ def dlq_list(include_replayed: bool, limit: int, show_payload: bool) -> None:
             click.echo("no dead letters")
         for d in letters:
             state = f"replayed {d.replayed_at:%Y-%m-%d %H:%M}" if d.replayed_at else "open"
+            if not replayable(d.payload):
+                state += " (raw bytes: not replayable)"
             turns = ", ".join(turn_ids_of(d.payload)) or "-"
             click.echo(
                 f"{d.id:>6}  {d.created_at:%Y-%m-%d %H:%M:%S}  {d.task_name}  "
@@ -56,7 +58,8 @@ def dlq_list(include_replayed: bool, limit: int, show_payload: bool) -> None:
 @click.argument("ids", nargs=-1, type=int)
 @click.option("--all", "replay_all", is_flag=True, help="Replay every open letter.")
 def dlq_replay(ids: tuple[int, ...], replay_all: bool) -> None:
-    """Re-send dead letters (by id, or --all) to their tasks."""
+    """Re-send dead letters (by id, or --all) to their tasks. Letters kept as raw bytes
+    (a message no worker could read) are not tasks, and are skipped."""
     from memwell.intake.dead_letters import replay_dead_letters
     from memwell.intake.dispatch import send_by_name
 

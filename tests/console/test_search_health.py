@@ -15,10 +15,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.settings import get_settings
-from memwell.intake.dead_letters import list_dead_letters
+from memwell.intake.dead_letters import list_dead_letters, raw_payload, record_dead_letter
 from memwell.maintenance.batches import JobReport
 from memwell.maintenance.runs import RUNS_KEY, record_run
 from tests.console.helpers import Keys, Story, signed_in
+from worker.undecodable import UNREADABLE_TASK
 
 FACTS = (
     "The user's favourite colour is green.",
@@ -155,3 +156,19 @@ def test_with_auth_disabled_the_console_opens_without_a_key(open_console: TestCl
     assert "admin" in response.text
     assert "Sign out" not in response.text
     assert open_console.get("/console/login").headers["location"] == "/console"
+
+
+def test_a_letter_kept_as_raw_bytes_has_no_replay_button(
+    open_console: TestClient, db: sessionmaker[Session]
+) -> None:
+    """Its bytes are no task: the console says so instead of offering a replay."""
+    with db.begin() as session:
+        letter = record_dead_letter(
+            session, task_name=UNREADABLE_TASK, payload=raw_payload(b"[]", {"queue": "ingest"}),
+            error="not a message: not a message envelope: an array",
+        )  # fmt: skip
+    page = open_console.get("/console/health").text
+    row = re.search(rf'<tr class="letter" data-id="{letter}">.*?</tr>', page, re.S)
+    assert row is not None
+    assert "raw bytes: not replayable" in row.group(0)
+    assert 'class="replay"' not in row.group(0)

@@ -28,6 +28,7 @@ from memwell.reembed.lifecycle import (
 from memwell.reembed.progress import MigrationStatus
 from memwell.reembed.sender import step_sender
 from tests.support.fake_openai import FakeOpenAI
+from tests.support.killed_workers import kill_worker
 from tests.support.reembed_factories import (
     ANN_THRESHOLD,
     LOCAL,
@@ -71,7 +72,7 @@ def _every_user_finds(search: Any, tenant: str, users: list[str]) -> None:
 def _kill_and_restart(
     worker: WorkerProcess, sessions: sessionmaker[Session], redis_url: str, migration_id: int
 ) -> None:
-    worker.kill()
+    kill_worker(worker, redis_url)  # its step goes back to the queue now, not in an hour
     worker.start()
     # What beat's tick does for a chain whose worker died (stale_after 0: now).
     tick(sessions, stale_after=timedelta(0), dispatch=step_sender(redis_url))
