@@ -15,7 +15,17 @@ from api.observability import RequestContextMiddleware
 from api.observability import router as metrics_router
 from api.openapi import install_openapi
 from api.redaction import install as install_log_redaction
-from api.routes import chat, health, memories, openai_compat, reembed, sessions, turns, users
+from api.routes import (
+    chat,
+    health,
+    home,
+    memories,
+    openai_compat,
+    reembed,
+    sessions,
+    turns,
+    users,
+)
 from api.state import build_state
 from memwell import __version__
 from memwell.core.settings import Settings
@@ -49,7 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(AdmissionMiddleware, settings=resolved)
     app.add_middleware(RequestContextMiddleware)
     app.include_router(metrics_router)
-    for module in (health, chat, openai_compat, turns, memories, sessions, users):
+    for module in (home, health, chat, openai_compat, turns, memories, sessions, users):
         app.include_router(module.router)
     app.include_router(reembed.router)
     install_console(app)

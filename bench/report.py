@@ -9,7 +9,9 @@ Each figure runs as its own subprocess (fresh throwaway services and environment
 its tables streamed to stderr as progress, and writes its headline dataclass as JSON;
 this reads them back and replaces the text between the page's markers. A figure that
 fails keeps a "failed" row, and the command exits non-zero; a real-data row whose data
-is missing (LoCoMo, see bench/harness/evaldata.py) keeps a "skipped" row.
+is missing (LoCoMo, see bench/harness/evaldata.py) keeps a "skipped" row. At full scale
+it also writes the run's headline figures into docs/figures/headline.json and every quote
+of them in the README and docs/ (bench/doc_figures.py), so no page states another value.
 
 The block starts with the host's CPU and vector extensions and the ONNX execution
 settings (bench/harness/host.py): absolute numbers move 3-5x between hosts of the same
@@ -35,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import doc_figures
 from bench.harness.headline import ReportRow, read_json
 from bench.harness.host import describe_host, describe_onnx
 from bench.harness.stack import LOCOMO_DEFAULT, REPO_ROOT
@@ -97,11 +100,12 @@ def rows_of(headline: Any) -> list[ReportRow]:
     return list(many()) if many is not None else [headline.report_row()]
 
 
-def run_figure(figure: Figure, args: tuple[str, ...], out: Path) -> list[ReportRow]:
-    """One figure in a subprocess; its stdout (the tables) goes to our stderr."""
+def run_figure(figure: Figure, args: tuple[str, ...], out: Path) -> tuple[list[ReportRow], Any]:
+    """One figure in a subprocess; its stdout (the tables) goes to our stderr. Its rows,
+    and its headline (None when it failed or was skipped)."""
     label = f"{figure.key}. bench.{figure.module} {' '.join(args)}".strip()
     if figure.real_data and not LOCOMO_DEFAULT.exists():
-        return [ReportRow(label, f"skipped: no data at {LOCOMO_DEFAULT}", "", "")]
+        return [ReportRow(label, f"skipped: no data at {LOCOMO_DEFAULT}", "", "")], None
     argv = [sys.executable, "-m", f"bench.{figure.module}", *args, "--json", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(argv, stdout=sys.stderr, env=env, cwd=REPO_ROOT)
@@ -113,10 +117,11 @@ def run_figure(figure: Figure, args: tuple[str, ...], out: Path) -> list[ReportR
         proc.wait(timeout=120)
         raise
     if code != 0:
-        return [ReportRow(label, f"failed (exit {code})", "", "")]
+        return [ReportRow(label, f"failed (exit {code})", "", "")], None
     if not out.exists():
-        return [ReportRow(label, "skipped (the figure found no data)", "", "")]
-    return rows_of(read_json(_headline_class(figure.headline), out))
+        return [ReportRow(label, "skipped (the figure found no data)", "", "")], None
+    headline = read_json(_headline_class(figure.headline), out)
+    return rows_of(headline), headline
 
 
 def render(rows: list[ReportRow], *, quick: bool, started: datetime, only: list[str]) -> str:
@@ -148,6 +153,16 @@ def rewrite(page: Path, table: str) -> None:
     page.write_text(f"{head}{START}\n{table}\n{END}{tail}")
 
 
+def quote_figures(headlines: dict[str, Any], *, started: datetime, only: list[str]) -> None:
+    """Write this run's figures into docs/figures/headline.json and every quote of them
+    in the README and docs/ (bench/doc_figures.py)."""
+    flags = f" --only {' '.join(only)}" if only else ""
+    run = f"python -m bench.report{flags}, {started:%Y-%m-%d}, full scale, {describe_host()}"
+    figures = doc_figures.record(headlines, run=run)
+    for page in doc_figures.rewrite(figures, doc_figures.pages()):
+        print(f"rewrote the quoted figures in {page.relative_to(REPO_ROOT)}", file=sys.stderr)
+
+
 def selected(only: list[str] | None) -> list[Figure]:
     """`--only 1` picks figure 1 and its variants; `--only 1-locomo` that row alone."""
     if not only:
@@ -171,13 +186,19 @@ def main() -> int:
     figures = selected(a.only)
     started = datetime.now(UTC)
     rows: list[ReportRow] = []
+    headlines: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="memwell-report-") as tmp:
         for n, figure in enumerate(figures, 1):
             args = figure.quick if a.quick else figure.full
             print(f"\n== [{n}/{len(figures)}] figure {figure.key}: bench.{figure.module} "
                   f"{' '.join(args)}", file=sys.stderr, flush=True)  # fmt: skip
             t0 = time.monotonic()
-            rows += run_figure(figure, args, Path(tmp) / f"figure-{figure.key}.json")
+            figure_rows, headline = run_figure(
+                figure, args, Path(tmp) / f"figure-{figure.key}.json"
+            )
+            rows += figure_rows
+            if headline is not None:
+                headlines[figure.key] = headline
             print(f"== figure {figure.key} done in {time.monotonic() - t0:.0f} s",
                   file=sys.stderr, flush=True)  # fmt: skip
     table = render(rows, quick=a.quick, started=started, only=a.only or [])
@@ -185,6 +206,8 @@ def main() -> int:
     if not a.no_write:
         rewrite(a.page, table)
         print(f"\nrewrote the results in {a.page}", file=sys.stderr)
+        if not a.quick:  # small sizes show the method, not the figures pages quote
+            quote_figures(headlines, started=started, only=a.only or [])
     return 1 if any(r.measured.startswith("failed") for r in rows) else 0
 
 

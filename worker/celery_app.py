@@ -32,7 +32,7 @@ from memwell.core.queues import TASK_QUEUES, Queue, kombu_queues
 from memwell.core.redis_target import celery_broker
 from memwell.core.settings import Settings
 from memwell.core.settings_errors import settings_or_exit
-from worker import heartbeat, observability  # noqa: F401  (observability: signal handlers)
+from worker import heartbeat, observability, privileges  # noqa: F401  (signal handlers)
 from worker.broker_transport import transport_for
 from worker.schedule import beat_schedule
 

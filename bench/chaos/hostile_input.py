@@ -1,7 +1,8 @@
 """The long runs of the hostile-input checks, beyond the bounded default suite:
 
 - the tenant-isolation property (Hypothesis) at 10,000 generated cases;
-- schemathesis against the running app, many examples per operation and mode.
+- schemathesis against the running app, many examples per operation and mode, at the
+  suite's fixed seed (`python -m bench.chaos.fuzz`: rounds of random seeds).
 
 - hostile clients against a real API process (bench/chaos/hostile_clients.py):
   unauthenticated 8 MiB bodies, and slow-header and slow-body connections, with
@@ -41,7 +42,8 @@ class Run:
     passed: bool
 
 
-def _pytest(module: str, env: dict[str, str]) -> tuple[bool, str]:
+def run_pytest(module: str, env: dict[str, str]) -> tuple[bool, str]:
+    """Run one pytest module in a subprocess, streaming its lines; (passed, its output)."""
     # --timeout 0: the suite's per-test limit (300 s) is for the bounded budgets.
     cmd = [sys.executable, "-m", "pytest", module, "-q", "-s", "-p", "no:cacheprovider",
            "--timeout", "0"]  # fmt: skip
@@ -61,7 +63,7 @@ def _run(name: str, module: str, var: str, pattern: str, budget: int) -> Run:
     env = {**os.environ, var: str(budget), "HF_HUB_OFFLINE": "1"}
     print(f"== {name}: {var}={budget}", flush=True)
     started = time.monotonic()
-    ok, out = _pytest(module, env)
+    ok, out = run_pytest(module, env)
     found = re.search(pattern, out)
     return Run(name, str(budget), found.group(1) if found else "?", time.monotonic() - started, ok)
 
@@ -88,7 +90,7 @@ def _checks(cases: int, fuzz_examples: int, *, skip_baseline: bool) -> bool:
     prop = ("tenant isolation property", "tests/api/test_tenant_property.py",
             "MEMWELL_PROPERTY_EXAMPLES", r"property: (\d+) generated cases")  # fmt: skip
     fuzz = ("schemathesis", "tests/api/test_schemathesis.py", "MEMWELL_FUZZ_EXAMPLES",
-            r"schemathesis: (\d+) examples")  # fmt: skip
+            r"schemathesis: seed \d+, (\d+) examples")  # fmt: skip
     plan = [] if skip_baseline else [(*prop, 200), (*fuzz, 25)]
     plan += [(*prop, cases), (*fuzz, fuzz_examples)]
     runs = [_run(*item) for item in plan]

