@@ -11,7 +11,8 @@ endpoint: OpenAI, vLLM, Ollama, LM Studio, llama.cpp's server.
   a failure after that, or a timeout, is a fallback too.
 - A `deadline` (time.monotonic()) bounds the call: its timeout, the SDK's retries and
   the wait for the shared rate limit all fit before it, so a slow model cannot hold a
-  task past its time limit.
+  task past its time limit. A rate limit still spent after that wait raises
+  RateLimited: the caller stops and retries later, it does not fall back.
 - Every fallback is counted by stage and reason: in /metrics
   (memwell_llm_fallbacks_total) and in llm_usage, next to the tokens.
 """
@@ -30,7 +31,7 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from memwell.core.metrics import LLM_FALLBACKS_TOTAL, record_llm_call
-from memwell.llm.provider_rate_limit import RateLimited, RedisRateLimiter
+from memwell.llm.provider_rate_limit import RedisRateLimiter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
@@ -169,6 +170,7 @@ class StructuredLLM:
                         },
                     ]
                     if deadline is not None and time.monotonic() >= deadline:
+                        reason = "over_budget"  # no time left to ask again
                         break
         except _NoAnswer as exc:
             reason = exc.reason
@@ -194,12 +196,9 @@ class StructuredLLM:
             timeout = min(timeout, left)
             retries = retries if left >= timeout * (retries + 1) else 0
         if self._limiter is not None:
-            try:
-                self._limiter.acquire(max_wait_s=None if deadline is None else timeout)
-            except RateLimited:
-                if deadline is None:
-                    raise  # the task retries later, with backoff
-                raise _NoAnswer("over_budget") from None
+            # RateLimited goes up: the caller stops for now (the turns stay pending), it
+            # does not fall back, or a busy endpoint would turn LLM mode into local mode.
+            self._limiter.acquire(max_wait_s=None if deadline is None else timeout)
         client = self._client.with_options(timeout=timeout, max_retries=retries)
         payload: Any = messages
         extra: dict[str, Any] = {}

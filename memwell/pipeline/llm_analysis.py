@@ -13,8 +13,8 @@ in their metadata ({"extractor": "local", "fallback": "timeout"}). In hybrid mod
 local extraction always runs, and the model's memories are added to it: configuring a
 model can then add inferences but never lose what local mode finds.
 
-Windows start in order until the deadline; the rest are not analysed (the caller
-leaves those turns pending for a new task).
+Windows start in order until the deadline, or until the shared rate limit is spent;
+the rest are not analysed (the caller leaves those turns pending for a new task).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from memwell.core.tokens import count_tokens
 from memwell.entities.llm_schema import EntityOut, RelationOut, to_extraction
+from memwell.llm.provider_rate_limit import RateLimited
 from memwell.llm.structured import StructuredLLM
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import Analysis, LocalAnalyzer, TurnAnalysis
@@ -175,7 +176,12 @@ class LlmAnalyzer:
         for i, window in enumerate(cut):
             if i and deadline is not None and time.monotonic() >= deadline:
                 break  # the rest stays pending, for a new task
-            self._window(analysis, window, deadline)
+            try:
+                self._window(analysis, window, deadline)
+            except RateLimited:
+                if not i:
+                    raise  # nothing done: the task retries with backoff
+                break  # keep what is done; the rest stays pending
         return analysis
 
     def _window(self, analysis: Analysis, window: Window, deadline: float | None) -> None:

@@ -9,6 +9,7 @@ that it is data: a turn cannot instruct the consolidation model either.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -48,6 +49,11 @@ SUMMARY_PROMPT = f"""You keep a running summary of a conversation. Given the sum
 far and the turns that just left the short-term buffer, write the new summary: at most
 {{words}} words, third person, names and dates kept, newest facts kept. {DATA_NOTE}
 Answer with only JSON: {{{{"summary": "..."}}}}"""
+
+
+#: A summary's model work fits well inside its task's soft limit (120 s), whatever the
+#: model's speed: past this, it falls back to the extractive summary.
+SUMMARY_BUDGET_S = 60.0
 
 
 class DecisionOut(BaseModel):
@@ -124,5 +130,6 @@ class LlmSummarizer:
             system=SUMMARY_PROMPT.format(words=words),
             user=f"<summary>{previous or ''}</summary>\n{body}",
             schema=SummaryOut,
+            deadline=time.monotonic() + SUMMARY_BUDGET_S,
         )
         return self.local.summarize(previous, turns) if out is None else out.summary.strip()

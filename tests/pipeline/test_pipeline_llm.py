@@ -216,6 +216,42 @@ def test_past_the_deadline_no_new_window_starts(
     assert len(fake_openai.chat_requests) == 1
 
 
+class _SpentAfter(RedisRateLimiter):
+    """The shared rate limit, spent after `allowed` requests (as another worker's
+    traffic would spend it)."""
+
+    def __init__(self, client: redis.Redis, allowed: int) -> None:
+        super().__init__(client, per_minute=1, max_wait_s=0)
+        self.allowed = allowed
+
+    def acquire(self, *, max_wait_s: float | None = None) -> None:
+        if self.allowed <= 0:
+            raise RateLimited("spent")
+        self.allowed -= 1
+
+
+def test_a_spent_rate_limit_stops_the_analysis_without_falling_back(
+    fake_openai: FakeOpenAI, redis_url: str, ids: dict[str, str]
+) -> None:
+    fake_openai.reset()
+    fake_openai.default_chat = Handler(analysis_answer)
+    client = redis.Redis.from_url(redis_url)
+    turns = [_turn(ids["tenant"], f"I visited city number {i}.", n=i) for i in range(1, 5)]
+    for allowed, done in ((1, ["t1", "t2"]), (0, None)):
+        llm = StructuredLLM(model="m", base_url=fake_openai.base_url, api_key="k",
+                            timeout_s=1.0, limiter=_SpentAfter(client, allowed))  # fmt: skip
+        analyzer = _analyzer(llm, turns=2)
+        if done is None:  # nothing done: up to the task, which retries later
+            with pytest.raises(RateLimited):
+                analyzer.analyze(turns, deadline=time.monotonic() + 30)
+        else:
+            analysis = analyzer.analyze(turns, deadline=time.monotonic() + 30)
+            assert sorted(analysis.done) == done  # the rest stays pending, not local
+            assert all(c.metadata["extractor"] == "llm" for c in analysis.done["t1"].candidates)
+        llm.close()
+    client.close()
+
+
 def test_hybrid_keeps_local_memories_and_adds_the_models(
     fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
 ) -> None:
