@@ -213,7 +213,7 @@ class Settings(BaseSettings):
     consolidate_soft_limit_s: int = Field(
         default=120,
         ge=10,
-        le=3600,
+        le=1800,  # with the hard limit, well inside the default visibility timeout
         validation_alias="MEMWELL_CONSOLIDATE_SOFT_LIMIT_S",
         description="Soft time limit of a consolidate task (the hard limit is 60 s more). "
         "Model work stops at half of it: what is done commits, the rest goes to a new task.",
