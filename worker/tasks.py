@@ -4,6 +4,7 @@ pipeline function. Arguments are keyword-only ids and plain data, never objects.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import kombu.exceptions
@@ -19,6 +20,7 @@ from memwell.core.errors import TooLarge
 from memwell.core.queues import TaskName
 from memwell.core.redaction import describe
 from memwell.core.redis_clients import sync_client
+from memwell.core.settings import get_settings
 from memwell.db.tenancy import tenant_transaction
 from memwell.intake import redis_inbox
 from memwell.intake.dead_letters import record_dead_letter, validation_summary
@@ -56,6 +58,10 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 ACCESS_FLUSH_ROUNDS = 20  # bounded: at most this many batches per beat tick
 MAX_CLAIM_ROUNDS = 100  # per chunk of a consolidate task's own turns
 REDISPATCH_DELAY_S = 0.2  # turns whose users are all held elsewhere try again after this
+#: A consolidate task's model work stops at this share of its soft time limit: the
+#: rest of the limit is for embedding and writing what was analysed, and one last call.
+MODEL_WORK_SHARE = 0.5
+CONSOLIDATE_SOFT_LIMIT_S = get_settings().consolidate_soft_limit_s
 
 
 class MemwellTask(Task[Any, Any]):
@@ -156,21 +162,27 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     base=MemwellTask,
     bind=True,
     name=TaskName.CONSOLIDATE_TURNS.value,
-    soft_time_limit=120,
-    time_limit=180,
+    soft_time_limit=CONSOLIDATE_SOFT_LIMIT_S,
+    time_limit=CONSOLIDATE_SOFT_LIMIT_S + 60,
 )
 def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) -> dict[str, int]:
     """Score, extract, embed and reconcile pending turns (these first), in batches.
 
     One batch (one short transaction) per `batch_size` of this task's own turns, each
     topped up with other pending turns, so no turn of this task is left behind when
-    the payload is larger than a batch."""
+    the payload is larger than a batch. Model work has a deadline inside the soft
+    time limit: past it, what was analysed commits and the rest goes to a new task,
+    so a slow model makes slow progress instead of a timed-out task."""
     runtime = get_runtime()
     steps = runtime.steps
     size = steps.config.batch_size
+    deadline = time.monotonic() + CONSOLIDATE_SOFT_LIMIT_S * MODEL_WORK_SHARE
     totals: dict[str, int] = {"turns": 0, "memories_added": 0, "batches": 0}
     for start in range(0, max(len(turn_ids), 1), size):
         chunk = turn_ids[start : start + size]
+        if totals["batches"] and time.monotonic() >= deadline:
+            _hand_back(tenant, turn_ids[start:])
+            break
         # A batch claims whole users. A user another worker holds is skipped: its
         # turns here come back as deferred, and are claimed again after this batch.
         for _ in range(MAX_CLAIM_ROUNDS):
@@ -184,24 +196,32 @@ def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) ->
                     config=steps.config,
                     analyzer=steps.analyzer,
                     decider=steps.decider,
+                    deadline=deadline,
                 )
             record_batch(runtime.redis, report)
             totals["turns"] += report.turns
             totals["memories_added"] += report.memories_added
             totals["batches"] += 1 if report.turns else 0
             chunk = list(report.deferred)
-            if not chunk or not report.turns:
+            if not chunk or not report.turns or time.monotonic() >= deadline:
                 break
         if chunk:
-            # Nothing else was free: their users' holders are mid-batch. Rather than
-            # wait on a lock, hand these turns a task of their own, a moment later.
-            send_consolidate(
-                tenant,
-                chunk,
-                broker_url=stack.redis_url(runtime.settings),
-                countdown=REDISPATCH_DELAY_S,
-            )
+            # Nothing else was free (their users' holders are mid-batch), or the model
+            # work is out of time. Rather than wait, hand these turns a task of their
+            # own, a moment later.
+            _hand_back(tenant, chunk)
     return totals
+
+
+def _hand_back(tenant: str, turn_ids: list[str]) -> None:
+    """A new consolidate task for turns left pending, a moment from now."""
+    if turn_ids:
+        send_consolidate(
+            tenant,
+            turn_ids,
+            broker_url=stack.redis_url(get_runtime().settings),
+            countdown=REDISPATCH_DELAY_S,
+        )
 
 
 @app.task(

@@ -90,14 +90,20 @@ DEAD_LETTERS_TOTAL = Counter(
 # --- per stage -------------------------------------------------------------------------
 LLM_CALLS_TOTAL = Counter(
     "memwell_llm_calls_total",
-    "Calls to the model endpoint, by pipeline stage (chat, importance, extract, merge, "
-    "summarize), tenant and outcome (ok, error).",
+    "Calls to the model endpoint, by pipeline stage (chat, analyze, reconcile, summarize), "
+    "tenant and outcome (ok, error).",
     ["stage", "tenant", "outcome"],
 )
 LLM_TOKENS_TOTAL = Counter(
     "memwell_llm_tokens_total",
     "Tokens spent at the model endpoint, by stage, tenant and direction (prompt, completion).",
     ["stage", "tenant", "direction"],
+)
+LLM_FALLBACKS_TOTAL = Counter(
+    "memwell_llm_fallbacks_total",
+    "Items a pipeline stage handed to local mode, by stage and reason (endpoint_error, "
+    "unreachable, timeout, invalid_output, over_budget, omitted).",
+    ["stage", "reason"],
 )
 EMBEDDINGS_TOTAL = Counter(
     "memwell_embeddings_total",

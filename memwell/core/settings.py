@@ -194,10 +194,40 @@ class Settings(BaseSettings):
     )
 
     # --- consolidation -------------------------------------------------------------------
-    pipeline_mode: Literal["auto", "local", "llm"] = Field(
+    pipeline_mode: Literal["auto", "local", "llm", "hybrid"] = Field(
         default="auto",
         validation_alias="MEMWELL_PIPELINE_MODE",
-        description="auto: LLM steps when a model endpoint is configured, else local mode.",
+        description="auto: LLM steps when a model endpoint is configured, else local mode. "
+        "hybrid: local extraction always, plus what the model's extraction adds.",
+    )
+    llm_window_turns: int = Field(
+        default=12,
+        ge=1,
+        le=64,
+        validation_alias="MEMWELL_LLM_WINDOW_TURNS",
+        description="LLM mode: user messages of one session analysed by one model call "
+        "(importance and memories together).",
+    )
+    llm_window_tokens: int = Field(
+        default=1500,
+        ge=100,
+        validation_alias="MEMWELL_LLM_WINDOW_TOKENS",
+        description="LLM mode: the most prompt tokens of messages in one analysis call "
+        "(a message longer than this goes alone).",
+    )
+    llm_reconcile: bool = Field(
+        default=False,
+        validation_alias="MEMWELL_LLM_RECONCILE",
+        description="LLM mode: ask the model about reconcile cases the local rule finds "
+        "ambiguous (one call each). Off: the local rule decides every case.",
+    )
+    consolidate_soft_limit_s: int = Field(
+        default=120,
+        ge=10,
+        le=1800,  # with the hard limit, well inside the default visibility timeout
+        validation_alias="MEMWELL_CONSOLIDATE_SOFT_LIMIT_S",
+        description="Soft time limit of a consolidate task (the hard limit is 60 s more). "
+        "Model work stops at half of it: what is done commits, the rest goes to a new task.",
     )
     embed_linger_ms: float = Field(
         default=25.0,
@@ -820,7 +850,7 @@ class Settings(BaseSettings):
         """Whether consolidation calls the model endpoint (LLM mode) or runs locally."""
         if self.pipeline_mode == "auto":
             return self.llm_mode
-        return self.pipeline_mode == "llm"
+        return self.pipeline_mode in ("llm", "hybrid")
 
     @property
     def resolved_embedding_provider(self) -> Literal["local", "openai"]:

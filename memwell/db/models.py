@@ -512,8 +512,12 @@ class LlmUsage(Base):
     completion_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     # Calls whose answer could not be used (bad JSON twice, HTTP errors) ...
     failures: Mapped[int] = mapped_column(Integer, server_default=text("0"))
-    # ... and items that then fell back to local mode.
+    # ... and items that then fell back to local mode ...
     fallbacks: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    # ... counted by reason: {"timeout": 3, "invalid_output": 1}
+    fallback_reasons: Mapped[dict[str, int]] = mapped_column(
+        JSONB, server_default=text("'{}'::jsonb")
+    )
 
 
 class ApiKey(Base):

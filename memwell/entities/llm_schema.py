@@ -1,6 +1,6 @@
 """Entities and relations as LLM mode's extraction call returns them, beside each memory.
 
-The extraction prompt (memwell/pipeline/llm_steps.py) asks for them in the same model
+The analysis prompt (memwell/pipeline/llm_analysis.py) asks for them in the same model
 call as the memories, not in a call of their own. The answer is checked here and made
 an `Extraction` with keys normalised as the local extractor's are
 (memwell/entities/names.py). A relation's ends that the model did not list as

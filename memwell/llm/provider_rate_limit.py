@@ -24,11 +24,13 @@ class RedisRateLimiter:
         self.per_minute = per_minute
         self.max_wait_s = max_wait_s
 
-    def acquire(self) -> None:
-        """Take one request from the shared budget, waiting for a window if needed."""
+    def acquire(self, *, max_wait_s: float | None = None) -> None:
+        """Take one request from the shared budget, waiting for a window if needed (at
+        most `max_wait_s`, default the limiter's own)."""
         if self.per_minute <= 0:
             return
-        deadline = time.monotonic() + self.max_wait_s
+        wait_s = self.max_wait_s if max_wait_s is None else min(self.max_wait_s, max_wait_s)
+        deadline = time.monotonic() + wait_s
         while True:
             window = int(time.time() // 60)
             key = f"{KEY}{window}"

@@ -1,13 +1,20 @@
 """One client for the pipeline's structured (JSON) calls to any OpenAI-compatible
-endpoint: OpenAI, vLLM, Ollama, LM Studio.
+endpoint: OpenAI, vLLM, Ollama, LM Studio, llama.cpp's server.
 
+- The request asks for the answer's JSON schema (`response_format` json_schema), which
+  these servers turn into constrained decoding. An endpoint that rejects it (HTTP
+  400/422) is asked again without it, and this client remembers not to send it again.
 - The answer is parsed and validated by a pydantic model. Bad output gets one retry,
-  with the parse error shown to the model; a second failure returns None, and the
-  caller falls back to local mode for that item. Never lose the turn.
-- HTTP 429 and 5xx are retried by the SDK (it honours Retry-After); a failure after
-  that, or a timeout, also returns None (local fallback for the item).
-- Every call takes one request from the Redis rate limit shared by all workers.
-- Token usage goes to llm_usage per tenant and stage; failures and fallbacks too.
+  with the parse error shown to the model; a second failure is a fallback: the caller
+  runs local mode for those items. Never lose the turn.
+- HTTP 429 and 5xx are retried by the SDK (it honours Retry-After) while time allows;
+  a failure after that, or a timeout, is a fallback too.
+- A `deadline` (time.monotonic()) bounds the call: its timeout, the SDK's retries and
+  the wait for the shared rate limit all fit before it, so a slow model cannot hold a
+  task past its time limit. A rate limit still spent after that wait raises
+  RateLimited: the caller stops and retries later, it does not fall back.
+- Every fallback is counted by stage and reason: in /metrics
+  (memwell_llm_fallbacks_total) and in llm_usage, next to the tokens.
 """
 
 from __future__ import annotations
@@ -15,18 +22,26 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
 
 import openai
 from pydantic import BaseModel, ValidationError
 
+from memwell.core.metrics import LLM_FALLBACKS_TOTAL, record_llm_call
 from memwell.llm.provider_rate_limit import RedisRateLimiter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T", bound=BaseModel)
 UsageSink = Callable[..., None]
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.I)
+#: A call never gets less time than this, even past its deadline: the first window of
+#: a task always makes progress (by the model, or by its local fallback).
+MIN_CALL_S: Final = 5.0
+#: Status codes by which an endpoint says it does not take `response_format`.
+_SCHEMA_REFUSED: Final = frozenset({400, 422})
 
 
 def parse_json_answer(content: str, schema: type[T]) -> T:
@@ -36,6 +51,42 @@ def parse_json_answer(content: str, schema: type[T]) -> T:
     if start < 0 or end < start:
         raise ValueError("no JSON object in the answer")
     return schema.model_validate(json.loads(text[start : end + 1]))
+
+
+def response_format(schema: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAI `response_format` asking for `schema`. Not strict: OpenAI's strict
+    mode refuses optional fields and defaults; llama.cpp and vLLM constrain decoding to
+    the schema either way."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": schema.__name__,
+            "schema": schema.model_json_schema(),
+            "strict": False,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """A validated answer, or why there is none (the caller falls back to local)."""
+
+    value: T | None
+    fallback: str | None = None
+
+
+class _NoAnswer(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _reason(exc: openai.APIError) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "unreachable"
+    return "endpoint_error"
 
 
 class StructuredLLM:
@@ -51,6 +102,8 @@ class StructuredLLM:
         usage: UsageSink | None = None,
     ) -> None:
         self.model = model
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
         self._client = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or "not-needed",
@@ -59,46 +112,124 @@ class StructuredLLM:
         )
         self._limiter = limiter
         self._usage = usage
+        #: False once the endpoint refused `response_format`
+        self.schema_supported = True
 
     def call_json(
-        self, *, stage: str, tenant: str, system: str, user: str, schema: type[T]
+        self,
+        *,
+        stage: str,
+        tenant: str,
+        system: str,
+        user: str,
+        schema: type[T],
+        deadline: float | None = None,
+        items: int = 1,
     ) -> T | None:
         """The validated answer, or None when the caller should fall back to local."""
+        return self.call(
+            stage=stage,
+            tenant=tenant,
+            system=system,
+            user=user,
+            schema=schema,
+            deadline=deadline,
+            items=items,
+        ).value
+
+    def call(
+        self,
+        *,
+        stage: str,
+        tenant: str,
+        system: str,
+        user: str,
+        schema: type[T],
+        deadline: float | None = None,
+        items: int = 1,
+    ) -> Answer[T]:
+        """The validated answer, or the reason to fall back for its `items` items."""
         messages: list[dict[str, str]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": user},
         ]
-        for attempt in range(2):
-            content = self._complete(stage, tenant, messages)
-            if content is None:
-                break
-            try:
-                return parse_json_answer(content, schema)
-            except (ValueError, ValidationError) as exc:
-                log.info("%s: unparseable answer (attempt %d): %s", stage, attempt + 1, exc)
-                messages += [
-                    {"role": "assistant", "content": content},
-                    {
-                        "role": "user",
-                        "content": f"That answer was not valid: {str(exc)[:500]}. "
-                        "Reply again with only the JSON object, in the requested shape.",
-                    },
-                ]
-        self._record(tenant, stage, calls=0, failures=1, fallbacks=1)
-        return None
-
-    def _complete(self, stage: str, tenant: str, messages: list[dict[str, str]]) -> str | None:
-        if self._limiter is not None:
-            self._limiter.acquire()
-        payload: Any = messages
+        reason = "invalid_output"
         try:
-            response = self._client.chat.completions.create(
-                model=self.model, messages=payload, temperature=0
-            )
+            for attempt in range(2):
+                content = self._complete(stage, tenant, messages, schema, deadline)
+                try:
+                    return Answer(parse_json_answer(content, schema))
+                except (ValueError, ValidationError) as exc:
+                    log.info("%s: unparseable answer (attempt %d): %s", stage, attempt + 1, exc)
+                    messages += [
+                        {"role": "assistant", "content": content},
+                        {
+                            "role": "user",
+                            "content": f"That answer was not valid: {str(exc)[:500]}. "
+                            "Reply again with only the JSON object, in the requested shape.",
+                        },
+                    ]
+                    if deadline is not None and time.monotonic() >= deadline:
+                        reason = "over_budget"  # no time left to ask again
+                        break
+        except _NoAnswer as exc:
+            reason = exc.reason
+        self.fallback(tenant, stage, reason, items=items)
+        return Answer(None, reason)
+
+    def fallback(self, tenant: str, stage: str, reason: str, *, items: int = 1) -> None:
+        """Count `items` items of `stage` handed to local mode, and why."""
+        LLM_FALLBACKS_TOTAL.labels(stage, reason).inc(items)
+        self._record(tenant, stage, calls=0, failures=1, fallbacks=items, fallback_reason=reason)
+
+    def _complete(
+        self,
+        stage: str,
+        tenant: str,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel],
+        deadline: float | None,
+    ) -> str:
+        timeout, retries = self.timeout_s, self.max_retries
+        if deadline is not None:
+            left = max(MIN_CALL_S, deadline - time.monotonic())
+            timeout = min(timeout, left)
+            retries = retries if left >= timeout * (retries + 1) else 0
+        if self._limiter is not None:
+            # RateLimited goes up: the caller stops for now (the turns stay pending), it
+            # does not fall back, or a busy endpoint would turn LLM mode into local mode.
+            self._limiter.acquire(max_wait_s=None if deadline is None else timeout)
+        client = self._client.with_options(timeout=timeout, max_retries=retries)
+        payload: Any = messages
+        extra: dict[str, Any] = {}
+        if self.schema_supported:
+            extra["response_format"] = response_format(schema)
+        try:
+            try:
+                response = client.chat.completions.create(
+                    model=self.model, messages=payload, temperature=0, **extra
+                )
+            except openai.APIStatusError as exc:
+                if not extra or exc.status_code not in _SCHEMA_REFUSED:
+                    raise
+                response = client.chat.completions.create(
+                    model=self.model, messages=payload, temperature=0
+                )
+                log.warning("the model endpoint refuses response_format; not sending it again")
+                self.schema_supported = False
         except openai.APIError as exc:
             log.warning("%s: model endpoint failed, falling back to local: %s", stage, exc)
-            return None
+            record_llm_call(
+                stage=stage, tenant=tenant, prompt_tokens=0, completion_tokens=0, ok=False
+            )
+            raise _NoAnswer(_reason(exc)) from None
         usage = response.usage
+        record_llm_call(
+            stage=stage,
+            tenant=tenant,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
         self._record(
             tenant,
             stage,
@@ -107,7 +238,7 @@ class StructuredLLM:
         )
         return response.choices[0].message.content or ""
 
-    def _record(self, tenant: str, stage: str, **fields: int) -> None:
+    def _record(self, tenant: str, stage: str, **fields: Any) -> None:
         if self._usage is None:
             return
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy import func
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,8 +26,10 @@ def record_usage(
     calls: int = 1,
     failures: int = 0,
     fallbacks: int = 0,
+    fallback_reason: str | None = None,
 ) -> None:
-    """Add to today's counters for (tenant, stage, model)."""
+    """Add to today's counters for (tenant, stage, model); `fallbacks` also count
+    under `fallback_reason` in fallback_reasons."""
     values = {
         "tenant": tenant,
         "day": datetime.now(UTC).date(),
@@ -37,13 +40,19 @@ def record_usage(
         "completion_tokens": completion_tokens,
         "failures": failures,
         "fallbacks": fallbacks,
+        "fallback_reasons": {fallback_reason: fallbacks} if fallback_reason and fallbacks else {},
     }
     stmt = insert(LlmUsage).values(values)
     counters = ("calls", "prompt_tokens", "completion_tokens", "failures", "fallbacks")
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["tenant", "day", "stage", "model"],
-        set_={c: getattr(LlmUsage, c) + getattr(stmt.excluded, c) for c in counters},
-    )
+    set_: dict[str, object] = {
+        c: getattr(LlmUsage, c) + getattr(stmt.excluded, c) for c in counters
+    }
+    if fallback_reason and fallbacks:
+        total = func.coalesce(LlmUsage.fallback_reasons[fallback_reason].as_integer(), 0)
+        set_["fallback_reasons"] = LlmUsage.fallback_reasons.op("||")(
+            func.jsonb_build_object(fallback_reason, total + fallbacks)
+        )
+    stmt = stmt.on_conflict_do_update(index_elements=["tenant", "day", "stage", "model"], set_=set_)
     session.execute(stmt)
 
 

@@ -1,7 +1,8 @@
 """`memwell status`: what the stack is doing, for an operator, in one screen.
 
 Queue depths and in-flight messages (Redis), workers alive (a Celery control ping),
-the backlog's age (the oldest pending turn), open dead letters, and store counts; first,
+the backlog's age (the oldest pending turn), open dead letters, store counts, and the
+LLM-mode items handed to local mode in the last week, by step and reason; first,
 where a foreign producer sends turns (the broker, its password masked, and the API).
 Each part is read on its own: one service being down shows as such instead of
 hiding the rest.
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -58,6 +59,8 @@ class StackStatus:
     memory_events: int = 0
     #: the newest re-embed (memwell/reembed/), None when there never was one
     reembed: dict[str, Any] | None = None
+    #: LLM mode's fallbacks to local mode in the last week: step -> reason -> items
+    llm_fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -72,6 +75,16 @@ class StackStatus:
 # Both counts use partial indexes on the open rows.
 _PENDING = select(func.count(), func.min(Turn.received_at)).where(Turn.status == "pending")
 _OPEN_LETTERS = select(func.count()).select_from(DeadLetter).where(DeadLetter.replayed_at.is_(None))
+
+
+_FALLBACKS = text(
+    """
+    SELECT u.stage, r.key, sum(r.value::bigint)
+    FROM llm_usage u CROSS JOIN LATERAL jsonb_each_text(u.fallback_reasons) r
+    WHERE u.day >= current_date - 6
+    GROUP BY u.stage, r.key
+    """
+)
 
 
 def _pending(row: Any) -> tuple[int, float | None]:
@@ -135,6 +148,8 @@ def _read_store(status: StackStatus, session: Session) -> None:
         .limit(1)
     ).first()
     status.reembed = latest_progress(session)
+    for stage, reason, count in session.execute(_FALLBACKS):
+        status.llm_fallbacks.setdefault(stage, {})[reason] = int(count)
     if last is not None:
         status.last_dead_letter = f"{last.created_at:%Y-%m-%d %H:%M:%S} {last.task_name}: " + (
             last.error.splitlines()[0][:120] if last.error else ""
@@ -191,6 +206,11 @@ def render(status: StackStatus) -> str:
     lines.append(f"  history       {status.memory_events} memory events")
     if status.reembed is not None:
         lines.append(_reembed_line(status.reembed))
+    if status.llm_fallbacks:
+        lines.append("LLM fallbacks   items handed to local mode, last 7 days")
+        for stage, reasons in sorted(status.llm_fallbacks.items()):
+            by_reason = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items()))
+            lines.append(f"  {stage:<12} {by_reason}")
     for part, error in status.errors.items():
         lines.append(f"UNAVAILABLE {part}: {error}")
     return "\n".join(lines)

@@ -2,16 +2,24 @@
 reconcile, mark processed. One transaction, owned by the caller.
 
 The steps that may use a model (importance, extraction, the reconcile decision) sit
-behind two small seams: an `Analyzer` (local by default, LLM mode in
-memwell/pipeline/llm_steps.py) and a reconcile `Decider`. Embedding happens once
-per batch, across every turn's candidates: that is where batching pays.
+behind two small seams: an `Analyzer` (local by default; LLM mode analyses a window of
+a session's messages per model call, memwell/pipeline/llm_analysis.py) and a
+reconcile `Decider`. Embedding happens once per batch, across every turn's
+candidates: that is where batching pays.
+
+A `deadline` bounds the model work. An analyzer stops starting windows once it has
+passed; the turns it did not reach stay pending and come back in the report's
+`deferred` (with every later turn of their user, so a user's turns still apply in
+order), and the task hands them to a new task. A slow model means slow progress,
+never none: the first window always runs.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy import func, tuple_, update
@@ -30,12 +38,28 @@ from memwell.pipeline.replies import questions_answered
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class TurnAnalysis:
+    """One turn's importance and candidate memories."""
+
+    importance: float
+    candidates: list[Candidate]
+
+
+@dataclass
+class Analysis:
+    """What an analyzer made of a batch. A turn in neither map was not reached before
+    the deadline: it stays pending."""
+
+    done: dict[str, TurnAnalysis] = field(default_factory=dict)
+    #: turn id -> the error that made it fail (a poison turn, not the model's answer)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
 class Analyzer(Protocol):
-    """Importance and extraction for one turn."""
+    """Importance and extraction for the turns of a batch, in order."""
 
-    def importance(self, turn: TurnView) -> float: ...
-
-    def extract(self, turn: TurnView, importance: float) -> list[Candidate]: ...
+    def analyze(self, turns: Sequence[TurnView], *, deadline: float | None) -> Analysis: ...
 
 
 @dataclass(frozen=True)
@@ -49,6 +73,21 @@ class LocalAnalyzer:
 
     def extract(self, turn: TurnView, importance: float) -> list[Candidate]:
         return extract_local(turn, threshold=self.threshold)
+
+    def analyze_one(self, analysis: Analysis, turn: TurnView) -> None:
+        """Add `turn` to `analysis`, done or failed."""
+        try:
+            importance = self.importance(turn)
+            analysis.done[turn.turn_id] = TurnAnalysis(importance, self.extract(turn, importance))
+        except Exception as exc:  # a poison turn must not sink the batch with it
+            log.exception("turn %s/%s failed analysis", turn.tenant, turn.turn_id)
+            analysis.failed[turn.turn_id] = f"{type(exc).__name__}: {exc}"[:2000]
+
+    def analyze(self, turns: Sequence[TurnView], *, deadline: float | None) -> Analysis:
+        analysis = Analysis()
+        for turn in turns:
+            self.analyze_one(analysis, turn)
+        return analysis
 
 
 @dataclass(frozen=True)
@@ -115,9 +154,11 @@ def consolidate_pending(
     config: ConsolidationConfig,
     analyzer: Analyzer | None = None,
     decider: Decider | None = None,
+    deadline: float | None = None,
 ) -> ConsolidationReport:
     """Process up to `config.batch_size` pending turns (the given ones first). Turns
-    already processed are skipped, so a rerun is a no-op."""
+    already processed are skipped, so a rerun is a no-op. Model work stops at
+    `deadline` (time.monotonic()); the turns it left come back as deferred."""
     claim = claim_batch(
         session,
         tenant=tenant,
@@ -130,20 +171,22 @@ def consolidate_pending(
         return ConsolidationReport(deferred=tuple(claim.deferred))
     analyzer = analyzer or LocalAnalyzer(threshold=config.extract_threshold)
     t0 = time.perf_counter()
+    questions = questions_answered(session, tenant, turns)
+    analysis = analyzer.analyze([view(t, questions.get(t.id)) for t in turns], deadline=deadline)
+    turns, left = applicable(turns, analysis)
     candidates: list[Candidate] = []
     good: list[Turn] = []
-    questions = questions_answered(session, tenant, turns)
     for turn in turns:
-        try:
-            tv = view(turn, questions.get(turn.id))
-            turn.importance = analyzer.importance(tv)
-            candidates += analyzer.extract(tv, turn.importance)
-            good.append(turn)
-        except Exception as exc:  # a poison turn must not sink the batch with it
-            log.exception("turn %s/%s failed analysis", turn.tenant, turn.id)
-            turn.status, turn.error = "failed", f"{type(exc).__name__}: {exc}"[:2000]
+        if turn.id in analysis.failed:
+            turn.status, turn.error = "failed", analysis.failed[turn.id]
             turn.attempts += 1
+            continue
+        done = analysis.done[turn.id]
+        turn.importance = done.importance
+        candidates += done.candidates
+        good.append(turn)
     turns = good
+    deferred = tuple(claim.deferred) + tuple(t.id for t in left)
     t1 = time.perf_counter()
     vectors = embedder.embed([c.content for c in candidates])
     t2 = time.perf_counter()
@@ -157,7 +200,7 @@ def consolidate_pending(
     )
     session.flush()  # the importance (and failure) values set on the ORM rows above
     if not turns:
-        return ConsolidationReport(deferred=tuple(claim.deferred))
+        return ConsolidationReport(deferred=deferred)
     session.execute(
         update(Turn)
         .where(tuple_(Turn.tenant, Turn.id).in_([(t.tenant, t.id) for t in turns]))
@@ -176,5 +219,19 @@ def consolidate_pending(
         reconcile_ms=round((t3 - t2) * 1000, 2),
         users=len(claim.users),
         lock_wait_ms=round(result.lock_wait_ms, 2),
-        deferred=tuple(claim.deferred),
+        deferred=deferred,
     )
+
+
+def applicable(turns: Sequence[Turn], analysis: Analysis) -> tuple[list[Turn], list[Turn]]:
+    """(the turns to apply now, the turns left pending). A turn the analysis did not
+    reach is left, and so is every later turn of its user: a user's turns apply in
+    order, or an old fact could supersede a newer one."""
+    reached = analysis.done.keys() | analysis.failed.keys()
+    cutoff: dict[str, int] = {}
+    for t in turns:
+        if t.id not in reached:
+            cutoff[t.user_id] = min(cutoff.get(t.user_id, t.seq), t.seq)
+    now = [t for t in turns if t.user_id not in cutoff or t.seq < cutoff[t.user_id]]
+    later = [t for t in turns if t.user_id in cutoff and t.seq >= cutoff[t.user_id]]
+    return now, later

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from memwell.pipeline.candidate import Candidate
+from memwell.pipeline.filler import asks_nothing, strip_filler
 from memwell.pipeline.importance import content_words, score_text, score_turn, split_sentences
 from memwell.pipeline.rewrite import standalone
 from memwell.pipeline.slots import find_slot
@@ -133,8 +134,11 @@ def without_speaker(content: str, speaker: str) -> str:
 
 
 def last_question(text: str) -> str | None:
-    """The last question asked in `text`, cut to QUESTION_WORDS words, or None."""
-    questions = [u for u in split_sentences(text) if u.rstrip().endswith("?")]
+    """The last question asked in `text`, cut to QUESTION_WORDS words, or None. Small
+    talk ("How can I assist you today?") asks nothing and is passed over."""
+    questions = [
+        u for u in split_sentences(text) if u.rstrip().endswith("?") and not asks_nothing(u)
+    ]
     if not questions:
         return None
     words = questions[-1].split()
@@ -148,10 +152,10 @@ def _bar(unit: str, threshold: float) -> float:
 
 
 def extract_local(turn: TurnView, *, threshold: float) -> list[Candidate]:
-    """Candidates from the turn's sentences scoring >= threshold."""
+    """Candidates from the turn's sentences scoring >= threshold, filler left out."""
     if turn.role not in REMEMBERED_ROLES:
         return []
-    units = _units(without_speaker(turn.content, turn.speaker))
+    units = _units(strip_filler(without_speaker(turn.content, turn.speaker)))
     statements = [u for u in units if not u.rstrip().endswith("?")]
     scored = [(score_text(u), u) for u in statements]
     kept = [

@@ -1,5 +1,6 @@
 """Builds the pipeline's collaborators from Settings: the one place that chooses
-between local mode and LLM mode for consolidation and summaries."""
+between local mode, LLM mode and hybrid mode (local extraction plus the model's) for
+consolidation and summaries."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def build_steps(
     )
     if not settings.pipeline_uses_llm:
         return PipelineSteps(config, local, None, local_summary, None)
-    from memwell.pipeline.llm_steps import LlmAnalyzer, LlmDecider, LlmSummarizer
+    from memwell.pipeline.llm_analysis import LlmAnalyzer
+    from memwell.pipeline.llm_steps import LlmDecider, LlmSummarizer
 
     key = settings.openai_api_key
     llm = StructuredLLM(
@@ -51,10 +53,18 @@ def build_steps(
         ),
         usage=UsageRecorder(sessions),
     )
-    return PipelineSteps(
-        config,
-        LlmAnalyzer(llm, local),
-        LlmDecider(llm),
-        LlmSummarizer(llm, local_summary),
+    analyzer = LlmAnalyzer(
         llm,
+        local,
+        window_turns=settings.llm_window_turns,
+        window_tokens=settings.llm_window_tokens,
+        hybrid=settings.pipeline_mode == "hybrid",
     )
+    # A model decision per candidate would cost a call each: only ambiguous cases, and
+    # only when asked for; the local rule decides the rest.
+    decider = (
+        LlmDecider(llm, merge_threshold=config.policy.merge_threshold)
+        if settings.llm_reconcile
+        else None
+    )
+    return PipelineSteps(config, analyzer, decider, LlmSummarizer(llm, local_summary), llm)

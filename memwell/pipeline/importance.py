@@ -15,7 +15,8 @@ and subtracts for what is rarely worth keeping:
 
 The weights were set by hand and checked on LoCoMo dev (bench/evals/importance.py):
 ROC AUC against "evidence turn" labels, next to the turn-length baseline. LLM mode
-replaces this with a rubric prompt (memwell/pipeline/llm_steps.py).
+replaces this with the model's score in its windowed analysis
+(memwell/pipeline/llm_analysis.py).
 """
 
 from __future__ import annotations

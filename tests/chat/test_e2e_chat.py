@@ -112,3 +112,23 @@ def test_turns_a_chat_evicts_fold_into_the_session_summary(
     # worker folds the evicted turns in.
     wait_for(lambda: buffer.get(key) is not None, timeout=60, what="the running summary")
     assert b"roses" in (buffer.get(key) or b"")
+
+
+def test_the_demo_facts_are_remembered_without_greetings(
+    api: TestClient, worker: WorkerProcess, db: sessionmaker[Session], ids: dict[str, str]
+) -> None:
+    from memwell.local.demo import FACTS
+
+    user = ids["user"]
+    turn_ids: list[str] = []
+    for fact in FACTS:
+        said = api.post("/v1/chat", json={"user_id": user, "session_id": "one", "message": fact})
+        assert said.status_code == 200, said.text
+        turn_ids += said.json()["turn_ids"]
+    wait_for(lambda: _processed(api, turn_ids), timeout=60, what="the demo consolidated")
+    with db() as session:
+        contents = session.scalars(
+            select(Memory.content).where(Memory.tenant == "default", Memory.user_id == user)
+        ).all()
+    assert "The user's name is Ada Okafor." in contents
+    assert not any(c.startswith("Hi") for c in contents)

@@ -1,4 +1,4 @@
-"""LLM mode: the extraction call's answer carries each memory's entities and relations
+"""LLM mode: the analysis call's answer carries each memory's entities and relations
 (one call, not one more per message), and they are what the writer stores; a memory
 the model gave no entities for, or a call that failed, falls back to the local
 extractor."""
@@ -19,15 +19,16 @@ from memwell.embeddings import Embedder, build_embedder
 from memwell.entities.extract import Mention, RelationFact
 from memwell.llm.structured import StructuredLLM
 from memwell.llm.usage import UsageRecorder
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import LocalAnalyzer
 from memwell.pipeline.extract import TurnView
-from memwell.pipeline.llm_steps import LlmAnalyzer
+from memwell.pipeline.llm_analysis import LlmAnalyzer
 from memwell.pipeline.reconcile import ReconcilePolicy, reconcile_batch
 from tests.support.fake_openai import FakeOpenAI, Malformed, Reply
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
-ANSWER = {
+MEMORIES = {
     "memories": [
         {
             "kind": "fact",
@@ -47,6 +48,7 @@ ANSWER = {
         {"kind": "preference", "content": "Caroline loves pottery."},
     ]
 }
+ANSWER = {"turns": [{"id": 1, "score": 9, **MEMORIES}]}
 
 
 @pytest.fixture
@@ -75,6 +77,11 @@ def _turn(ids: dict[str, str], content: str) -> TurnView:
     )
 
 
+def _extract(llm: StructuredLLM, turn: TurnView) -> list[Candidate]:
+    analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.15), window_turns=12, window_tokens=1500)
+    return analyzer.analyze([turn], deadline=None).done[turn.turn_id].candidates
+
+
 def test_entities_come_in_the_extraction_call_and_are_stored(
     fake_openai: FakeOpenAI,
     llm: StructuredLLM,
@@ -83,8 +90,7 @@ def test_entities_come_in_the_extraction_call_and_are_stored(
     ids: dict[str, str],
 ) -> None:
     fake_openai.script_chat([Reply(json.dumps(ANSWER))])
-    analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.15))
-    cands = analyzer.extract(_turn(ids, "My sister Ana lives in Boston. I love pottery!"), 0.9)
+    cands = _extract(llm, _turn(ids, "My sister Ana lives in Boston. I love pottery!"))
     assert len(fake_openai.chat_requests) == 1
     prompt = fake_openai.chat_requests[0].json["messages"][0]["content"]
     assert "entities" in prompt and "lives_in" in prompt
@@ -125,7 +131,6 @@ def test_a_failed_extraction_call_falls_back_to_local_entities(
     fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
 ) -> None:
     fake_openai.script_chat([Malformed("{oops"), Malformed("{oops")])
-    analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.15))
-    cands = analyzer.extract(_turn(ids, "I adopted a puppy named Biscuit yesterday."), 0.9)
+    cands = _extract(llm, _turn(ids, "I adopted a puppy named Biscuit yesterday."))
     assert cands and all(c.entities is None for c in cands)  # the writer extracts locally
     assert cands[0].metadata["extractor"] == "local"

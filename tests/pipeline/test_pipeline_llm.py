@@ -1,10 +1,14 @@
-"""LLM mode of the pipeline steps against a fake OpenAI-compatible server: validated
-JSON, one retry with the parse error, local fallback, 429 with Retry-After, timeouts,
-the shared rate limit and token usage per stage and tenant."""
+"""LLM mode of the pipeline steps against a fake OpenAI-compatible server: the windowed
+analysis (one call per window of a session's messages), JSON-schema response_format and
+the endpoints that refuse it, validated JSON with one retry, local fallback per window
+and per message with its reason, the deadline, hybrid mode, the reconcile decision for
+ambiguous cases only, the shared rate limit and token usage per stage and tenant."""
 
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -13,16 +17,20 @@ import redis
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from memwell.core.metrics import LLM_FALLBACKS_TOTAL
 from memwell.db.models import LlmUsage
 from memwell.llm.provider_rate_limit import RateLimited, RedisRateLimiter
 from memwell.llm.structured import StructuredLLM
 from memwell.llm.usage import UsageRecorder
+from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import LocalAnalyzer
 from memwell.pipeline.extract import TurnView
-from memwell.pipeline.llm_steps import ImportanceOut, LlmAnalyzer, LlmDecider, LlmSummarizer
+from memwell.pipeline.llm_analysis import LlmAnalyzer, TurnOut, windows
+from memwell.pipeline.llm_steps import LlmDecider, LlmSummarizer
 from memwell.pipeline.reconcile import Neighbour
 from memwell.pipeline.summarize import LocalSummarizer
-from tests.support.fake_openai import Delay, FakeOpenAI, Malformed, Reply, Status
+from tests.support.fake_analysis import analysis_answer
+from tests.support.fake_openai import Delay, FakeOpenAI, Handler, Malformed, Reply, Status
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -42,90 +50,243 @@ def llm(fake_openai: FakeOpenAI, db: sessionmaker[Session]) -> Iterator[Structur
     client.close()
 
 
-def _turn(tenant: str, content: str) -> TurnView:
-    return TurnView(tenant, "t1", "u", "s", "user", content, SAID, {"speaker": "Caroline"})
+def _turn(
+    tenant: str, content: str, *, n: int = 1, role: str = "user", session: str = "s"
+) -> TurnView:
+    meta = {"speaker": "Caroline"} if role == "user" else {}
+    return TurnView(tenant, f"t{n}", "u", session, role, content, SAID, meta)
 
 
-def _usage(db: sessionmaker[Session], tenant: str) -> dict[str, tuple[int, int, int, int]]:
+def _analyzer(llm: StructuredLLM, *, hybrid: bool = False, turns: int = 12) -> LlmAnalyzer:
+    local = LocalAnalyzer(threshold=0.15)
+    return LlmAnalyzer(llm, local, window_turns=turns, window_tokens=1500, hybrid=hybrid)
+
+
+def _usage(db: sessionmaker[Session], tenant: str) -> dict[str, LlmUsage]:
     with db() as session:
         rows = session.scalars(select(LlmUsage).where(LlmUsage.tenant == tenant)).all()
-    return {
-        r.stage: (r.calls, r.prompt_tokens + r.completion_tokens, r.failures, r.fallbacks)
-        for r in rows
-    }
+    return {r.stage: r for r in rows}
+
+
+def _fallbacks(stage: str, reason: str) -> float:
+    return LLM_FALLBACKS_TOTAL.labels(stage, reason)._value.get()
+
+
+def test_one_call_analyses_a_window_with_the_json_schema(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
+    fake_openai.default_chat = Handler(analysis_answer)
+    turns = [
+        _turn(ids["tenant"], "I'm a counselor now.", n=1),
+        _turn(ids["tenant"], "What a job! What made you choose it?", n=2, role="assistant"),
+        _turn(ids["tenant"], "I adopted a puppy named Biscuit yesterday.", n=3),
+        _turn(ids["tenant"], "Hi!", n=4),
+    ]
+    analysis = _analyzer(llm).analyze(turns, deadline=None)
+    [request] = fake_openai.chat_requests
+    schema = request.json["response_format"]
+    assert schema["type"] == "json_schema"
+    assert schema["json_schema"]["name"] == "WindowOut"
+    assert "turns" in schema["json_schema"]["schema"]["properties"]
+    window = request.json["messages"][1]["content"]
+    assert '<msg id=2 speaker="Caroline" date="2023-05-08">I adopted a puppy' in window
+    assert '<ctx speaker="The assistant">What a job!' in window  # context, not judged
+    assert sorted(analysis.done) == ["t1", "t2", "t3", "t4"]
+    [memory] = analysis.done["t3"].candidates
+    assert memory.content == "Caroline said: I adopted a puppy named Biscuit yesterday."
+    assert memory.metadata == {"speaker": "Caroline", "extractor": "llm"}
+    assert analysis.done["t3"].importance == pytest.approx(7 / 9, abs=1e-3)
+    assert analysis.done["t4"].candidates == []  # a greeting: score 1, no memory
+    assert analysis.done["t2"].candidates == []  # the assistant is never remembered
+
+
+def test_an_endpoint_refusing_response_format_is_asked_without_it_from_then_on(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
+    fake_openai.default_chat = Handler(analysis_answer)
+    fake_openai.reject_response_format = True
+    analyzer = _analyzer(llm)
+    first = analyzer.analyze([_turn(ids["tenant"], "I'm a counselor now.")], deadline=None)
+    assert first.done["t1"].candidates[0].metadata["extractor"] == "llm"
+    analyzer.analyze([_turn(ids["tenant"], "I live in Lisbon.", n=2)], deadline=None)
+    sent = ["response_format" in r.json for r in fake_openai.chat_requests]
+    assert sent == [True, False, False]  # refused once, then never sent again
+    assert llm.schema_supported is False
 
 
 def test_malformed_answer_is_retried_once_with_the_error(
     fake_openai: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
-    fake_openai.script_chat(
-        [Malformed('{"score": 9'), Reply('{"score": 9, "reason": "life event"}')]
+    good = {"turns": [{"id": 1, "score": 9, "memories": []}]}
+    fake_openai.script_chat([Malformed('{"turns": ['), Reply(json.dumps(good))])
+    analysis = _analyzer(llm).analyze(
+        [_turn(ids["tenant"], "I went to a support group yesterday.")], deadline=None
     )
-    analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
-    score = analyzer.importance(_turn(ids["tenant"], "I went to a support group yesterday."))
-    assert score == pytest.approx(8 / 9, abs=1e-3)
+    assert analysis.done["t1"].importance == pytest.approx(8 / 9, abs=1e-3)
     retry = fake_openai.chat_requests[-1].json["messages"]
     assert retry[-1]["role"] == "user" and "not valid" in retry[-1]["content"]
-    assert retry[-2] == {"role": "assistant", "content": '{"score": 9'}
-    calls, tokens, failures, fallbacks = _usage(db, ids["tenant"])["importance"]
-    assert calls == 2 and tokens > 0 and failures == fallbacks == 0
+    assert retry[-2] == {"role": "assistant", "content": '{"turns": ['}
+    usage = _usage(db, ids["tenant"])["analyze"]
+    assert usage.calls == 2 and usage.prompt_tokens > 0 and usage.fallbacks == 0
 
 
-def test_two_bad_answers_fall_back_to_local_mode_for_the_item(
+def test_two_bad_answers_fall_back_to_local_mode_with_the_reason(
     fake_openai: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
-    fake_openai.script_chat([Malformed("no json"), Reply('{"memories": [{"kind": "mood"}]}')])
-    analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
-    turn = _turn(ids["tenant"], "I went to a support group yesterday.")
-    [memory] = analyzer.extract(turn, importance=0.9)
+    before = _fallbacks("analyze", "invalid_output")
+    fake_openai.script_chat([Malformed("no json"), Reply('{"turns": [{"id": 1}]}')])
+    analysis = _analyzer(llm).analyze(
+        [
+            _turn(ids["tenant"], "I went to a support group yesterday.", n=1),
+            _turn(ids["tenant"], "My sister lives in Oslo.", n=2),
+        ],
+        deadline=None,
+    )
+    [memory] = analysis.done["t1"].candidates
     assert memory.content == "Caroline went to a support group on 7 May 2023."
     assert memory.metadata["extractor"] == "local"
-    assert _usage(db, ids["tenant"])["extract"][2:] == (1, 1)
+    assert memory.metadata["fallback"] == "invalid_output"
+    usage = _usage(db, ids["tenant"])["analyze"]
+    assert (usage.failures, usage.fallbacks) == (1, 2)  # one window, two messages
+    assert usage.fallback_reasons == {"invalid_output": 2}
+    assert _fallbacks("analyze", "invalid_output") == before + 2
 
 
-def test_structured_extraction_and_rate_limit_answer(
-    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+def test_a_message_the_model_left_out_falls_back_alone(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
-    answer = {
-        "memories": [
-            {"kind": "event", "content": "Caroline went to a support group on 7 May 2023.",
-             "valid_from": "2023-05-07"}
-        ]
-    }  # fmt: skip
-    fake_openai.script_chat([Status(429, retry_after=0.2), Reply(json.dumps(answer))])
-    analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
-    [memory] = analyzer.extract(_turn(ids["tenant"], "I went to a group yesterday."), 0.9)
-    assert memory.metadata == {
-        "speaker": "Caroline", "extractor": "llm", "valid_from": "2023-05-07"
-    }  # fmt: skip
-    assert memory.source_turn_ids == ["t1"]
-    assert len(fake_openai.chat_requests) == 2  # the SDK honoured Retry-After and retried
-    prompt = fake_openai.chat_requests[-1].json["messages"][1]["content"]
-    assert prompt.startswith('<turn speaker="Caroline" date="2023-05-08">')
+    answer = {"turns": [{"id": 1, "score": 8, "memories": [
+        {"kind": "fact", "content": "Caroline is a counselor."}]}]}  # fmt: skip
+    fake_openai.script_chat([Reply(json.dumps(answer))])
+    analysis = _analyzer(llm).analyze(
+        [
+            _turn(ids["tenant"], "I'm a counselor now.", n=1),
+            _turn(ids["tenant"], "I adopted a puppy named Biscuit yesterday.", n=2),
+        ],
+        deadline=None,
+    )
+    assert analysis.done["t1"].candidates[0].metadata["extractor"] == "llm"
+    [local] = analysis.done["t2"].candidates
+    assert local.metadata["fallback"] == "omitted"
+    assert _usage(db, ids["tenant"])["analyze"].fallback_reasons == {"omitted": 1}
 
 
-def test_timeout_falls_back_and_low_importance_skips_the_call(
-    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+def test_endpoint_down_and_timeout_fall_back_with_their_reasons(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, db: sessionmaker[Session], ids: dict[str, str]
 ) -> None:
+    fake_openai.script_chat([Status(500), Status(500)])  # the SDK retries once
+    turn = _turn(ids["tenant"], "I live in Lisbon.")
+    analysis = _analyzer(llm).analyze([turn], deadline=None)
+    assert analysis.done["t1"].candidates[0].metadata["fallback"] == "endpoint_error"
     fake_openai.script_chat([Delay(3.0, Reply("{}")), Delay(3.0, Reply("{}"))])
     summarizer = LlmSummarizer(llm, LocalSummarizer(budget_tokens=100))
     summary = summarizer.summarize(None, [_turn(ids["tenant"], "I adopted a puppy named Biscuit.")])
     assert summary == "Caroline adopted a puppy named Biscuit."
-    fake_openai.reset()
-    analyzer = LlmAnalyzer(llm, LocalAnalyzer(threshold=0.35))
-    assert analyzer.extract(_turn(ids["tenant"], "ok thanks"), importance=0.1) == []
-    assert fake_openai.chat_requests == []
+    usage = _usage(db, ids["tenant"])
+    assert usage["analyze"].fallback_reasons == {"endpoint_error": 1}
+    assert usage["summarize"].fallback_reasons == {"timeout": 1}
 
 
-def test_llm_reconcile_decisions(
+def test_windows_hold_one_session_and_respect_both_bounds(ids: dict[str, str]) -> None:
+    t = ids["tenant"]
+    turns = [
+        _turn(t, "one", n=1),
+        _turn(t, "two", n=2, role="assistant"),
+        _turn(t, "three", n=3),
+        _turn(t, "elsewhere", n=4, session="other"),
+        _turn(t, "four", n=5),
+        _turn(t, "word " * 400, n=6),
+    ]
+    cut = windows(turns, max_turns=2, max_tokens=300)
+    assert [[x.turn_id for x in w.turns] for w in cut] == [
+        ["t1", "t2", "t3"],  # two judged messages, the assistant's between them as context
+        ["t4"],  # another session: its own window
+        ["t5"],
+        ["t6"],  # too long to share a window: alone
+    ]
+
+
+def test_past_the_deadline_no_new_window_starts(
     fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
 ) -> None:
-    from memwell.pipeline.candidate import Candidate
+    fake_openai.default_chat = Handler(analysis_answer)
+    turns = [_turn(ids["tenant"], f"I visited city number {i}.", n=i) for i in range(1, 5)]
+    analysis = _analyzer(llm, turns=2).analyze(turns, deadline=time.monotonic() - 1)
+    assert sorted(analysis.done) == ["t1", "t2"]  # the first window always runs
+    assert len(fake_openai.chat_requests) == 1
 
-    old = Neighbour(id=__import__("uuid").uuid4(), content="Ada lives in Berlin.",
+
+class _SpentAfter(RedisRateLimiter):
+    """The shared rate limit, spent after `allowed` requests (as another worker's
+    traffic would spend it)."""
+
+    def __init__(self, client: redis.Redis, allowed: int) -> None:
+        super().__init__(client, per_minute=1, max_wait_s=0)
+        self.allowed = allowed
+
+    def acquire(self, *, max_wait_s: float | None = None) -> None:
+        if self.allowed <= 0:
+            raise RateLimited("spent")
+        self.allowed -= 1
+
+
+def test_a_spent_rate_limit_stops_the_analysis_without_falling_back(
+    fake_openai: FakeOpenAI, redis_url: str, ids: dict[str, str]
+) -> None:
+    fake_openai.reset()
+    fake_openai.default_chat = Handler(analysis_answer)
+    client = redis.Redis.from_url(redis_url)
+    turns = [_turn(ids["tenant"], f"I visited city number {i}.", n=i) for i in range(1, 5)]
+    for allowed, done in ((1, ["t1", "t2"]), (0, None)):
+        llm = StructuredLLM(model="m", base_url=fake_openai.base_url, api_key="k",
+                            timeout_s=1.0, limiter=_SpentAfter(client, allowed))  # fmt: skip
+        analyzer = _analyzer(llm, turns=2)
+        if done is None:  # nothing done: up to the task, which retries later
+            with pytest.raises(RateLimited):
+                analyzer.analyze(turns, deadline=time.monotonic() + 30)
+        else:
+            analysis = analyzer.analyze(turns, deadline=time.monotonic() + 30)
+            assert sorted(analysis.done) == done  # the rest stays pending, not local
+            assert all(c.metadata["extractor"] == "llm" for c in analysis.done["t1"].candidates)
+        llm.close()
+    client.close()
+
+
+def test_hybrid_keeps_local_memories_and_adds_the_models(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
+    answer = {"turns": [{"id": 1, "score": 8, "memories": [
+        {"kind": "preference", "content": "Caroline enjoys pottery."}]}]}  # fmt: skip
+    fake_openai.script_chat([Reply(json.dumps(answer))])
+    analysis = _analyzer(llm, hybrid=True).analyze(
+        [_turn(ids["tenant"], "I made a clay bowl in class yesterday.")], deadline=None
+    )
+    local, model = analysis.done["t1"].candidates
+    assert local.metadata["extractor"] == "local" and "fallback" not in local.metadata
+    assert "clay bowl" in local.content
+    assert (model.content, model.metadata["extractor"]) == ("Caroline enjoys pottery.", "llm")
+
+
+def test_model_memories_lose_their_greeting(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
+    answer = {"turns": [{"id": 1, "score": 8, "memories": [
+        {"kind": "fact", "content": "Hi! The user's name is Ada Okafor."},
+        {"kind": "fact", "content": "Thanks!"}]}]}  # fmt: skip
+    fake_openai.script_chat([Reply(json.dumps(answer))])
+    analysis = _analyzer(llm).analyze(
+        [_turn(ids["tenant"], "Hi! My name is Ada Okafor.")], deadline=None
+    )
+    assert [c.content for c in analysis.done["t1"].candidates] == ["The user's name is Ada Okafor."]
+
+
+def test_llm_reconcile_asks_only_about_ambiguous_cases(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
+    old = Neighbour(id=uuid.uuid4(), content="Ada lives in Berlin.",
                     content_hash="h", kind="fact", similarity=0.7)  # fmt: skip
     cand = Candidate(ids["tenant"], "u", "s", "fact", "Ada moved to Lisbon.", 0.7, SAID, ["t9"])
-    decider = LlmDecider(llm)
+    decider = LlmDecider(llm, merge_threshold=0.75)
     fake_openai.script_chat(
         [
             Reply('{"action": "supersede", "target": 0}'),
@@ -139,6 +300,11 @@ def test_llm_reconcile_decisions(
     assert second is not None and second.action == "merge"
     assert second.content == "Ada lives in Berlin, Mitte."
     assert decider.decide(cand, [old]) is None  # an out-of-range target: use the local rule
+    calls = len(fake_openai.chat_requests)
+    clear = Neighbour(id=old.id, content=old.content, content_hash="h", kind="fact",
+                      similarity=0.98)  # fmt: skip
+    assert decider.decide(cand, [clear]) is None  # clearly a paraphrase: no call
+    assert len(fake_openai.chat_requests) == calls
 
 
 def test_shared_rate_limit_gives_up_after_its_wait(redis_url: str, ids: dict[str, str]) -> None:
@@ -155,6 +321,6 @@ def test_shared_rate_limit_gives_up_after_its_wait(redis_url: str, ids: dict[str
     client.close()
 
 
-def test_importance_schema_rejects_out_of_range() -> None:
+def test_analysis_schema_rejects_out_of_range() -> None:
     with pytest.raises(ValueError):
-        ImportanceOut.model_validate({"score": 11})
+        TurnOut.model_validate({"id": 1, "score": 11})

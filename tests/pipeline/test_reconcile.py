@@ -22,7 +22,12 @@ from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.pipeline import reconcile
 from memwell.pipeline.candidate import Candidate
-from memwell.pipeline.consolidate import ConsolidationConfig, LocalAnalyzer, consolidate_pending
+from memwell.pipeline.consolidate import (
+    Analysis,
+    ConsolidationConfig,
+    LocalAnalyzer,
+    consolidate_pending,
+)
 from memwell.pipeline.extract import TurnView
 from memwell.pipeline.reconcile import ReconcilePolicy, reconcile_batch
 from memwell.pipeline.summarize import (
@@ -415,3 +420,37 @@ def test_a_keyed_memory_is_never_merged_superseded_or_folded_into_another(
     ]
     reinforced = {m.metadata_.get("store_key"): m.reinforcement_count for m in rows}
     assert reinforced["A/k1"] == 1 and reinforced["B/k3"] == 0
+
+
+class _OutOfTimeAnalyzer(LocalAnalyzer):
+    """Local mode that runs out of time after `reach` turns, as a slow model does."""
+
+    reach: int = 2
+
+    def analyze(self, turns: Sequence[TurnView], *, deadline: float | None) -> Analysis:
+        analysis = Analysis()
+        for turn in turns[: self.reach]:
+            self.analyze_one(analysis, turn)
+        return analysis
+
+
+def test_turns_the_analysis_did_not_reach_stay_pending_and_come_back_deferred(
+    db: sessionmaker[Session], embedder: Embedder, ids: dict[str, str]
+) -> None:
+    contents = [f"I visited museum number {i} in Paris with my sister." for i in range(5)]
+    turn_ids = _persist(db, ids, contents)
+    with db.begin() as session:
+        report = consolidate_pending(
+            session,
+            embedder,
+            tenant=ids["tenant"],
+            turn_ids=turn_ids,
+            config=ConsolidationConfig(linger_s=0.0),
+            analyzer=_OutOfTimeAnalyzer(threshold=0.35),
+        )
+    with db() as session:
+        status = dict(
+            session.execute(select(Turn.id, Turn.status).where(Turn.tenant == ids["tenant"])).all()
+        )
+    assert report.turns == 2 and sorted(report.deferred) == sorted(turn_ids[2:])
+    assert [status[t] for t in turn_ids] == ["processed"] * 2 + ["pending"] * 3

@@ -1,5 +1,5 @@
 """Which question a turn answers, found in Postgres: ties in event time are broken by
-arrival order, and only the same session counts."""
+arrival order, only the same session counts, and small talk is no question."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def test_the_previous_turn_of_the_session_supplies_the_question(
             turn("d", "Where do you live now?", session_id="s2"),
             turn("e", "In Lisbon, since May.", session_id="s2"),
             turn("f", "Back in the first session: no question before me."),
+            turn("g", "Nice to meet you, Ada! How can I assist you today?", "s3", "assistant"),
+            turn("h", "I prefer Rust for systems programming.", session_id="s3"),
         ],
     )
     with db.begin() as session:
@@ -46,4 +48,4 @@ def test_the_previous_turn_of_the_session_supplies_the_question(
     assert {k.removeprefix(f"{user}-"): (v.turn_id, v.text) for k, v in found.items()} == {
         "b": (f"{user}-a", "What did you do yesterday?"),
         "e": (f"{user}-d", "Where do you live now?"),
-    }
+    }  # h answers small talk, which asks nothing about Rust

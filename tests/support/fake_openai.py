@@ -416,7 +416,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_error(400, "Expected a JSON object body (fake).")
             return
-        item = self._resolve_delays(self.fake._next_chat_item())
+        if self.fake.reject_response_format and "response_format" in body:
+            self._send_error(400, "response_format is not supported by this server (fake).")
+            return
+        item = self._resolve_delays(Delay(self.fake.chat_delay, self.fake._next_chat_item()))
         if isinstance(item, Normal):
             item = self._resolve_delays(self.fake.default_chat)
             if isinstance(item, Normal):  # a default of Normal() means the built-in echo
@@ -623,6 +626,10 @@ class FakeOpenAI:
     * ``bow_weight`` -- weight of the bag-of-words term in :func:`fake_embedding` (default 1.0).
     * ``model_id`` -- the model listed by ``GET /v1/models``.
     * ``stream_chunk_delay`` -- seconds to sleep between SSE chunks (default 0).
+    * ``chat_delay`` -- seconds every chat request waits before it is answered, as a slow
+      model does (default 0).
+    * ``reject_response_format`` -- answer a chat request that carries ``response_format``
+      with HTTP 400, as an endpoint without JSON-schema support does (default False).
     """
 
     def __init__(
@@ -638,6 +645,8 @@ class FakeOpenAI:
         self.model_id = model_id
         self.bow_weight = bow_weight
         self.stream_chunk_delay = 0.0
+        self.chat_delay = 0.0
+        self.reject_response_format = False
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._chat_script: deque[ScriptItem] = deque()
@@ -759,6 +768,8 @@ class FakeOpenAI:
         with self._lock:
             self._chat_script.clear()
             self._embedding_script.clear()
+            self.chat_delay = 0.0
+            self.reject_response_format = False
             self._requests.clear()
             self._handler_errors.clear()
             self._default_chat = _ECHO
