@@ -176,15 +176,16 @@ def _fallbacks(conn: object) -> dict[str, int]:
         str(c)
         for (c,) in conn.execute(  # type: ignore[attr-defined]
             text(
-                "SELECT column_name FROM information_schema.columns "
-                "WHERE table_name = 'llm_usage'"
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'llm_usage'"
             )
         ).all()
     }
     key = "stage || '/' || reason" if "reason" in columns else "stage"
     rows = conn.execute(  # type: ignore[attr-defined]
-        text(f"SELECT {key}, sum(fallbacks) FROM llm_usage WHERE tenant = :t "
-             f"GROUP BY 1 HAVING sum(fallbacks) > 0"),  # fmt: skip
+        text(
+            f"SELECT {key}, sum(fallbacks) FROM llm_usage WHERE tenant = :t "
+            f"GROUP BY 1 HAVING sum(fallbacks) > 0"
+        ),  # fmt: skip
         {"t": TENANT},
     ).all()
     return {str(k): int(n) for k, n in rows}
@@ -233,8 +234,10 @@ def print_tables(results: Sequence[ModeResult]) -> None:
         contain = "-" if overall.containment is None else f"{overall.containment:.3f}"
         print(f"| {r.label} | {overall.r10:.3f} | {per} | {overall.r10_one:.3f} | "
               f"{contain} | {overall.tokens:.1f} |")  # fmt: skip
-    print("\n| mode | turns | turns/s | model calls / turn | prompt tok / turn | "
-          "completion tok / turn | fallbacks | dead letters | settled | memories by writer |")
+    print(
+        "\n| mode | turns | turns/s | model calls / turn | prompt tok / turn | "
+        "completion tok / turn | fallbacks | dead letters | settled | memories by writer |"
+    )
     print("|---" * 10 + "|")
     for r in results:
         n = max(r.turns, 1)
