@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -96,8 +96,11 @@ def stop_group(proc: subprocess.Popen[bytes], *, timeout: float = 30) -> None:
 
 
 @contextmanager
-def worker_process(stack: BenchStack, *, concurrency: int = 2) -> Iterator[int]:
-    """One real Celery worker subprocess on every queue; yields its main pid."""
+def worker_process(
+    stack: BenchStack, *, concurrency: int = 2, extra_env: Mapping[str, str] | None = None
+) -> Iterator[int]:
+    """One real Celery worker subprocess on every queue; yields its main pid.
+    `extra_env` adds to the local-mode environment (an endpoint, a pipeline mode)."""
     assert stack.redis_url is not None
     log = (stack.root / "worker.log").open("ab")
     hostname = f"bench-{os.getpid()}@localhost"
@@ -105,8 +108,8 @@ def worker_process(stack: BenchStack, *, concurrency: int = 2) -> Iterator[int]:
         [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
          "-Q", "ingest,embed,llm,maintenance", "-c", str(concurrency), "-n", hostname,
          "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
-        env=service_env(stack), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        cwd=REPO_ROOT,
+        env={**service_env(stack), **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, cwd=REPO_ROOT,
     )  # fmt: skip
     try:
         app = producer_app(stack.redis_url)
@@ -121,14 +124,17 @@ def worker_process(stack: BenchStack, *, concurrency: int = 2) -> Iterator[int]:
 
 
 @contextmanager
-def full_stack(*, concurrency: int = 2) -> Iterator[BenchStack]:
-    """Postgres + Valkey + one real Celery worker subprocess (local mode)."""
+def full_stack(
+    *, concurrency: int = 2, extra_env: Mapping[str, str] | None = None
+) -> Iterator[BenchStack]:
+    """Postgres + Valkey + one real Celery worker subprocess (local mode, unless
+    `extra_env` names an endpoint or a pipeline mode)."""
     with services() as stack:
         env = service_env(stack)
         # In-process code of the benchmark (settings, enqueue) finds the same stack.
         os.environ.update({k: env[k] for k in ("DATABASE_URL", "REDIS_URL", "MEMWELL_DATA_DIR")})
         os.environ["MEMWELL_EMBEDDING_PROVIDER"] = "local"
-        with worker_process(stack, concurrency=concurrency) as pid:
+        with worker_process(stack, concurrency=concurrency, extra_env=extra_env) as pid:
             yield replace(stack, worker_pid=pid)
 
 
