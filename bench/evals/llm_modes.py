@@ -171,24 +171,15 @@ def collect(database_url: str, result: ModeResult) -> None:
 
 
 def _fallbacks(conn: object) -> dict[str, int]:
-    """Fallbacks by step (and reason, where the store records one)."""
-    columns = {
-        str(c)
-        for (c,) in conn.execute(  # type: ignore[attr-defined]
-            text(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = 'llm_usage'"
-            )
-        ).all()
-    }
-    key = "stage || '/' || reason" if "reason" in columns else "stage"
+    """Fallbacks by step and reason (llm_usage.fallback_reasons)."""
     rows = conn.execute(  # type: ignore[attr-defined]
         text(
-            f"SELECT {key}, sum(fallbacks) FROM llm_usage WHERE tenant = :t "
-            f"GROUP BY 1 HAVING sum(fallbacks) > 0"
-        ),  # fmt: skip
+            "SELECT u.stage || '/' || r.key, sum(r.value::int) FROM llm_usage u, "
+            "jsonb_each_text(u.fallback_reasons) r WHERE u.tenant = :t GROUP BY 1"
+        ),
         {"t": TENANT},
     ).all()
-    return {str(k): int(n) for k, n in rows}
+    return {str(k): int(n) for k, n in rows if int(n)}
 
 
 def run_mode(
