@@ -156,7 +156,7 @@ def test_delete_keeps_the_memories_unless_asked(
     assert response.status_code == 200, response.text
     assert response.json()["counts"] == {
         "turns": 2, "sessions": 1, "memories": memories_dropped,
-        "memory_events": events_dropped, "redis_keys": 2,
+        "memory_events": events_dropped, "redis_keys": 2, "turns_in_flight": 0,
     }  # fmt: skip
     assert _memories_of(db, user, dropped) == (0, 0)
     assert _memories_of(db, user, kept)[0] == memories_kept  # another session's stay
