@@ -67,10 +67,19 @@ class TurnBatchAccepted(BaseModel):
 
 class TurnStatus(BaseModel):
     id: str
-    status: Literal["pending", "processed", "failed", "dropped", "unknown"]
+    status: Literal["pending", "processed", "failed", "dropped", "unknown"] = Field(
+        description="pending, processed or failed once stored; dropped when it will never "
+        "be stored (see `reason`); unknown while it may still be on its way."
+    )
     user_id: str | None = None
     session_id: str | None = None
     processed_at: datetime | None = None
+    reason: str | None = Field(
+        default=None,
+        description='Why a dropped turn was dropped: "user erased" (it predates its '
+        'user\'s erasure) or "session cleared" (its session was cleared while it was on '
+        "its way).",
+    )
 
 
 class SearchFiltersIn(BaseModel):

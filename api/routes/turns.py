@@ -5,6 +5,7 @@ them (all, or the `turn_id`s named)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status
@@ -15,7 +16,7 @@ from api.deps import ReadTenantDep, StateDep, WriteTenantDep
 from api.schemas import IdentifierPath, TurnBatch, TurnBatchAccepted, TurnStatus
 from memwell.auth.size_limits import check_turns
 from memwell.db.tenancy import async_tenant_session
-from memwell.intake.turn_status import get_turn
+from memwell.intake.turn_status import turn_progress
 from memwell.intake.turns import Identifier, IngestPayload
 from memwell.sessions.transcript import (
     MAX_TRANSCRIPT,
@@ -43,18 +44,11 @@ async def post_turns(body: TurnBatch, state: StateDep, tenant: WriteTenantDep) -
 async def get_turn_status(
     turn_id: IdentifierPath, state: StateDep, tenant: ReadTenantDep
 ) -> TurnStatus:
+    """pending, processed or failed once stored; dropped (with the reason) when it
+    will never be stored; unknown while it may still be on its way."""
     async with async_tenant_session(state.sessions, tenant) as session:
-        turn = await get_turn(session, tenant=tenant, turn_id=turn_id)
-    if turn is None:
-        # Unknown is an answer, not an error: the turn may still be in the queue.
-        return TurnStatus(id=turn_id, status="unknown")
-    return TurnStatus(
-        id=turn.id,
-        status=turn.status,
-        user_id=turn.user_id,
-        session_id=turn.session_id,
-        processed_at=turn.processed_at,
-    )
+        progress = await turn_progress(session, tenant=tenant, turn_id=turn_id)
+    return TurnStatus.model_validate(asdict(progress))
 
 
 class OfSession(BaseModel):
@@ -95,7 +89,9 @@ async def get_transcript(
 async def delete_transcript(
     query: Annotated[ClearQuery, Query()], state: StateDep, tenant: WriteTenantDep
 ) -> TranscriptCleared:
-    """The named turns, or the whole session's turns, row and buffer. Memories already
+    """The named turns (stored and buffered), or the whole session's turns, row and
+    buffer. Turns acknowledged before the clear and still on their way are dropped when
+    they arrive (status `dropped`); turns sent after it are kept. Memories already
     consolidated from them stay: DELETE /v1/sessions/{id}?with_memories=true removes
     those too."""
     async with async_tenant_session(state.sessions, tenant) as session:

@@ -8,22 +8,8 @@
 -- Returns the evicted turns' JSON, oldest first.
 --
 -- Atomic, so concurrent appends to one session can never leave the total out of step
--- with the list or evict the same turn twice.
-
-local function tokens_of(turn)
-  -- memwell.buffer serialises "tokens" first, so a prefix match avoids decoding the
-  -- whole (possibly long) content. cjson is the fallback for JSON written by hand;
-  -- pcall so an undecodable element cannot wedge the session forever.
-  local n = string.match(turn, '^{"tokens":(%d+)[,}]')
-  if n then
-    return tonumber(n)
-  end
-  local ok, decoded = pcall(cjson.decode, turn)
-  if ok and type(decoded) == 'table' and tonumber(decoded.tokens) then
-    return tonumber(decoded.tokens)
-  end
-  return 0
-end
+-- with the list or evict the same turn twice. `tokens_of` comes from tokens_of.lua,
+-- which session_buffer.py puts in front of this script.
 
 local budget = tonumber(ARGV[1])
 local ttl = tonumber(ARGV[2])

@@ -8,7 +8,8 @@ into the session's running summary (kept next to the buffer, read in the same ro
 trip), so the prompt gets "summary of older turns + recent turns verbatim".
 
 Eviction runs inside one Lua script (`append.lua`) so concurrent appends to one
-session never leave the token total out of step with the list. All keys of a session
+session never leave the token total out of step with the list; removing named turns
+(`remove.lua`) recounts the total in the same way. All keys of a session
 share a TTL that every append refreshes: an abandoned session disappears on its own.
 
 `SessionBuffer` (redis.asyncio) serves the API; `SyncSessionBuffer` (sync redis) serves
@@ -45,7 +46,19 @@ __all__ = [
 
 KEY_PREFIX: Final = "mw:"
 
-APPEND_SCRIPT: Final = resources.files("memwell.buffer").joinpath("append.lua").read_text("utf-8")
+
+def _script(name: str) -> str:
+    """A script of this package, behind the helper it shares with the others."""
+    scripts = resources.files("memwell.buffer")
+    return (
+        scripts.joinpath("tokens_of.lua").read_text("utf-8")
+        + "\n"
+        + (scripts.joinpath(name).read_text("utf-8"))
+    )
+
+
+APPEND_SCRIPT: Final = _script("append.lua")
+REMOVE_SCRIPT: Final = _script("remove.lua")
 
 _ERASE_BATCH: Final = 500
 
@@ -259,6 +272,7 @@ class SessionBuffer(_BufferBase):
         super().__init__(token_budget=token_budget, ttl_s=ttl_s, counter=counter)
         self._redis = redis
         self._append = redis.register_script(APPEND_SCRIPT)
+        self._remove = redis.register_script(REMOVE_SCRIPT)
 
     async def append(
         self, tenant: str, user_id: str, session_id: str, turns: Sequence[BufferedTurn]
@@ -281,6 +295,15 @@ class SessionBuffer(_BufferBase):
     async def set_summary(self, tenant: str, user_id: str, session_id: str, summary: str) -> None:
         """Replace the running summary; it lives as long as the buffer."""
         await self._redis.set(summary_key(tenant, user_id, session_id), summary, ex=self.ttl_s)
+
+    async def remove(
+        self, tenant: str, user_id: str, session_id: str, turn_ids: Sequence[str]
+    ) -> int:
+        """Remove the named turns (the token total follows); returns turns removed."""
+        if not turn_ids:
+            return 0
+        buf, tok, _ = _session_keys(tenant, user_id, session_id)
+        return int(await self._remove(keys=[buf, tok], args=list(turn_ids)))
 
     async def clear(self, tenant: str, user_id: str, session_id: str) -> int:
         """Delete the session's buffer, total and summary; returns keys deleted."""

@@ -553,3 +553,18 @@ class UserErasure(Base):
     user_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     erased_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     receipt: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
+
+
+class DroppedTurn(Base):
+    """A turn that was acknowledged but will never be stored: its user was erased, or
+    its session cleared, while it was on its way. Keyed by an HMAC of the turn id, and
+    holding nothing else of the turn, so a dropped turn of an erased user leaves no
+    trace of it; enough for its status to say `dropped` and why, and for a late
+    delivery of it to be dropped too (memwell/intake/dropped_turns.py)."""
+
+    __tablename__ = "dropped_turns"
+
+    tenant: Mapped[str] = mapped_column(String(128), primary_key=True)
+    turn_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    reason: Mapped[str] = mapped_column(String(64))
+    dropped_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())

@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from memwell.core.tokens import count_tokens
 from memwell.db.models import ChatSession, Turn
-from memwell.intake.turns import IngestPayload
+from memwell.intake.dropped_turns import USER_ERASED, dropped_among, record_dropped
+from memwell.intake.turns import IngestPayload, TurnIn
 from memwell.memories.erasure import erasures_of, lock_users
 
 log = logging.getLogger(__name__)
@@ -22,10 +23,15 @@ def persist_turns(session: Session, payload: IngestPayload) -> list[str]:
 
     Returns the ids that were new. Session counters move only by new turns, so a
     redelivered task changes nothing. Turns of an erased user that predate the
-    erasure (they were queued before it) are dropped, never stored.
+    erasure (they were queued before it), and turns a session clear found still in
+    flight, are dropped, never stored (memwell/intake/dropped_turns.py).
     """
     received = datetime.now(UTC)
+    # Shared per-user locks until commit: an erasure or a session clear (exclusive)
+    # waits for us, and we never read a tombstone or a fence about to be written.
+    lock_users(session, payload.tenant, {t.user_id for t in payload.turns}, shared=True)
     payload = drop_erased(session, payload, received=received)
+    payload = drop_fenced(session, payload)
     if not payload.turns:
         return []
     rows = [
@@ -51,11 +57,8 @@ def persist_turns(session: Session, payload: IngestPayload) -> list[str]:
 
 def drop_erased(session: Session, payload: IngestPayload, *, received: datetime) -> IngestPayload:
     """The payload without turns of erased users whose event time is not after the
-    erasure. Holds shared per-user locks until commit, so an erasure waits for us and
-    we never read a tombstone that is about to be written."""
-    users = {t.user_id for t in payload.turns}
-    lock_users(session, payload.tenant, users, shared=True)
-    erased = erasures_of(session, payload.tenant, users)
+    erasure; those are recorded as dropped. Call under the users' shared locks."""
+    erased = erasures_of(session, payload.tenant, {t.user_id for t in payload.turns})
     if not erased:
         return payload
     kept = [
@@ -63,8 +66,33 @@ def drop_erased(session: Session, payload: IngestPayload, *, received: datetime)
         for t in payload.turns
         if t.user_id not in erased or (t.created_at or received) > erased[t.user_id]
     ]
-    dropped = len(payload.turns) - len(kept)
-    log.info("dropped %d queued turns of erased users (tenant %s)", dropped, payload.tenant)
+    return _without(session, payload, kept, reason=USER_ERASED)
+
+
+def drop_fenced(session: Session, payload: IngestPayload) -> IngestPayload:
+    """The payload without turns already recorded as dropped: those a session clear
+    found in flight, and redeliveries of turns dropped before."""
+    dropped = dropped_among(session, tenant=payload.tenant, turn_ids=[t.id for t in payload.turns])
+    if not dropped:
+        return payload
+    kept = [t for t in payload.turns if t.id not in dropped]
+    return _without(session, payload, kept, reason=None)
+
+
+def _without(
+    session: Session, payload: IngestPayload, kept: list[TurnIn], *, reason: str | None
+) -> IngestPayload:
+    """The payload holding only `kept`; the rest are recorded as dropped for `reason`
+    (None: they already are)."""
+    if len(kept) == len(payload.turns):
+        return payload
+    kept_ids = {t.id for t in kept}
+    gone = [t.id for t in payload.turns if t.id not in kept_ids]
+    if reason is not None:
+        record_dropped(session, tenant=payload.tenant, turn_ids=gone, reason=reason)
+    log.info(
+        "dropped %d queued turns (%s, tenant %s)", len(gone), reason or "fenced", payload.tenant
+    )
     return payload.model_copy(update={"turns": kept})
 
 

@@ -10,11 +10,14 @@ entries older than MEMWELL_SWEEP_AFTER_S. Persisting is idempotent on turn ids, 
 re-send of a payload that was merely slow costs a no-op.
 
 Erasure of a user purges the user's turns from the entries (`purge_user`), so
-neither the inbox nor a re-send outlives the erasure.
+neither the inbox nor a re-send outlives the erasure. A session clear reads the
+session's turns here (`in_flight_turn_ids`): they are the ones acknowledged before it
+and not yet stored, which it records as dropped (memwell/sessions/fence.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Final
 
 import orjson
@@ -86,15 +89,20 @@ def without_user(payload: Any, *, tenant: str, user_id: str) -> Any:
     return {**payload, "turns": kept} if kept else None
 
 
+def _entries(client: redis.Redis) -> Iterator[tuple[Any, bytes, Any]]:
+    """(task id, raw JSON, parsed payload) of every inbox entry that parses."""
+    for task_id, raw in client.hscan_iter(INBOX_KEY, count=500):
+        try:
+            yield task_id, raw, orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+
+
 def purge_user(client: redis.Redis, *, tenant: str, user_id: str) -> int:
     """Remove the user's turns from every inbox entry (the whole entry when nothing
     else is left), so the sweeper never re-sends them. Returns entries changed."""
     changed = 0
-    for task_id, raw in client.hscan_iter(INBOX_KEY, count=500):
-        try:
-            payload = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
+    for task_id, raw, payload in _entries(client):
         rest = without_user(payload, tenant=tenant, user_id=user_id)
         if rest is payload:
             continue
@@ -103,6 +111,28 @@ def purge_user(client: redis.Redis, *, tenant: str, user_id: str) -> int:
                        b"" if rest is None else orjson.dumps(rest)):  # fmt: skip
             changed += 1
     return changed
+
+
+def in_flight_turn_ids(
+    client: redis.Redis, *, tenant: str, user_id: str, session_id: str | None = None
+) -> set[str]:
+    """Ids of the user's turns (of one session, if given) in the inbox: acknowledged and
+    not yet stored (still queued, or taken by a worker that has not committed them).
+    One pass, like `purge_user`."""
+    found: set[str] = set()
+    for _, _, payload in _entries(client):
+        if not isinstance(payload, dict) or payload.get("tenant") != tenant:
+            continue
+        turns = payload.get("turns")
+        for t in turns if isinstance(turns, list) else ():
+            if (
+                isinstance(t, dict)
+                and t.get("user_id") == user_id
+                and session_id in (None, t.get("session_id"))
+                and isinstance(t.get("id"), str)
+            ):
+                found.add(t["id"])
+    return found
 
 
 # Replace (or, given an empty value, delete) one inbox entry if it still holds ARGV[2].

@@ -15,9 +15,10 @@ a retry finds those already gone.
 
 The Redis side is erased by the caller in the same unit of work, before the commit:
 session buffers and running summaries, the user's turns in the enqueue inbox, and
-the user's turns in queued ingest messages (memwell/intake/queue_purge.py). A message
-a worker has already taken is dropped by the ingest step's tombstone check: it skips
-a turn of an erased user whose event time is not after the erasure. If Redis fails,
+the user's turns in queued ingest messages (memwell/intake/queue_purge.py); those turns
+are recorded as dropped first (memwell/intake/dropped_turns.py), so their status says
+so. A message a worker has already taken is dropped by the ingest step's tombstone
+check: it skips a turn of an erased user whose event time is not after the erasure. If Redis fails,
 the rows stay and a retry erases both.
 """
 
@@ -65,6 +66,7 @@ from memwell.db.models import (
     UserErasure,
 )
 from memwell.intake import queue_purge, redis_inbox, task_message
+from memwell.intake.dropped_turns import USER_ERASED, record_dropped
 from memwell.memories.tombstones import legacy_user_hash, user_hash
 from memwell.retrieval.ann import drop_user_indexes
 
@@ -350,6 +352,8 @@ def erase_user(
     """Erase one user from Postgres and Redis (sync: CLI, workers). Caller commits."""
     erased_at, counts = erase_user_rows(session, tenant=tenant, user_id=user_id)
     counts["redis_keys"] = erase_user_keys(client, tenant=tenant, user_id=user_id)
+    in_flight = redis_inbox.in_flight_turn_ids(client, tenant=tenant, user_id=user_id)
+    record_dropped(session, tenant=tenant, turn_ids=in_flight, reason=USER_ERASED)
     counts.update(erase_queued(client, tenant=tenant, user_id=user_id))
     return ErasureReceipt(tenant=tenant, user_id=user_id, erased_at=erased_at, counts=counts)
 
@@ -405,5 +409,11 @@ async def erase_user_async(
             lambda sync: erase_user_rows(sync, tenant=tenant, user_id=user_id)
         )
         counts["redis_keys"] = await erase_user_keys_async(client, tenant=tenant, user_id=user_id)
+        in_flight = await asyncio.to_thread(
+            redis_inbox.in_flight_turn_ids, broker, tenant=tenant, user_id=user_id
+        )
+        await session.run_sync(
+            lambda sync: record_dropped(sync, tenant=tenant, turn_ids=in_flight, reason=USER_ERASED)
+        )
         counts.update(await asyncio.to_thread(erase_queued, broker, tenant=tenant, user_id=user_id))
     return ErasureReceipt(tenant=tenant, user_id=user_id, erased_at=erased_at, counts=counts)

@@ -39,6 +39,11 @@ def user_hash(tenant: str, user_id: str) -> str:
     return hmac.new(erasure_key(), _id_bytes(tenant, user_id), hashlib.sha256).hexdigest()
 
 
+def turn_hash(tenant: str, turn_id: str) -> str:
+    """The key of a dropped turn's record: a client's turn id may name its user."""
+    return user_hash(tenant, f"turn\x1f{turn_id}")
+
+
 def legacy_user_hash(tenant: str, user_id: str) -> str:
     """The unkeyed digest tombstones carried before the HMAC; read, never written."""
     return hashlib.sha256(_id_bytes(tenant, user_id)).hexdigest()

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from memwell.core.tokens import count_tokens
 from memwell.db.models import ChatSession, MemoryEvent, Turn
 from memwell.embeddings import Embedder
+from memwell.intake.dropped_turns import dropped_among
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import view
 from memwell.pipeline.extract import TurnView, extract_local
@@ -91,10 +92,16 @@ def fold_into_summary(
     session_id: str,
     turn_ids: list[str],
 ) -> SummaryResult:
-    """Fold these turns (skipping those already folded) into the running summary."""
+    """Fold these turns (skipping those already folded, and those dropped on their way
+    in, which will never be stored) into the running summary."""
+    asked = list(dict.fromkeys(turn_ids))
+    dropped = dropped_among(session, tenant=tenant, turn_ids=asked)
+    if asked and len(dropped) == len(asked):
+        # All dropped (their session cleared): nothing to fold, and no row to make.
+        return SummaryResult(summary=None, folded=0)
     chat = _lock_session(session, tenant, user_id, session_id)
-    done = set(chat.summarized_turn_ids or [])
-    wanted = [t for t in dict.fromkeys(turn_ids) if t not in done]
+    done = set(chat.summarized_turn_ids or []) | dropped
+    wanted = [t for t in asked if t not in done]
     if not wanted:
         return SummaryResult(summary=chat.summary, folded=0)
     turns = session.scalars(

@@ -66,6 +66,8 @@ class TurnStatus(_Result):
     user_id: str | None = None
     session_id: str | None = None
     processed_at: datetime | None = None
+    #: why a `dropped` turn was dropped: "user erased" or "session cleared"
+    reason: str | None = None
 
 
 class SearchResult(_Result):

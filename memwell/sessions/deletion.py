@@ -3,7 +3,8 @@ it produced, the way erasure deletes a user's (memwell/memories/erasure.py).
 
 The per-user erasure lock (exclusive, as erasure takes it) orders the delete against a
 persist of the user's turns in flight, so a turn either lands before and is deleted, or
-lands after and starts the session afresh. Deleting memories also takes
+lands after: dropped if it was acknowledged before the delete (memwell/sessions/fence.py),
+else starting the session afresh. Deleting memories also takes
 reconciliation's per-user lock, so no merge or supersede is deciding about a memory
 while it goes.
 """

@@ -26,6 +26,7 @@ from memwell.db.models import ChatSession, Turn
 from memwell.intake.turns import Identifier
 from memwell.maintenance.sessions import summarize_and_close
 from memwell.sessions.deletion import delete_session_rows
+from memwell.sessions.fence import fence_in_flight
 from memwell.sessions.records import (
     BufferTurnView,
     BufferView,
@@ -237,7 +238,8 @@ async def delete_session(
     session_id: str,
     with_memories: bool = False,
 ) -> SessionDeletion:
-    """Delete the session's buffer, turns and row (and its memories if asked); commits."""
+    """Delete the session's buffer, turns and row (and its memories if asked), and drop
+    its turns still in flight when they arrive; commits."""
     async with session.begin():
         deleted_at, counts = await session.run_sync(
             lambda s: delete_session_rows(
@@ -245,6 +247,9 @@ async def delete_session(
                 with_memories=with_memories,
             )
         )  # fmt: skip
+        counts["turns_in_flight"] = await fence_in_flight(
+            session, tenant=tenant, user_id=user_id, session_id=session_id
+        )
         # Before the commit, as in erasure: if Redis fails, the rows stay for a retry.
         counts["redis_keys"] = await buffer.clear(tenant, user_id, session_id)
         if not any(counts.values()):

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.db.models import ChatSession, Turn
 from memwell.memories.erasure import lock_users
+from memwell.sessions.fence import fence_in_flight
 
 MAX_TRANSCRIPT: Final = 1000
 
@@ -139,18 +140,26 @@ async def clear_transcript(
     session_id: str,
     turn_ids: Sequence[str] = (),
 ) -> TranscriptCleared:
-    """Delete the named stored turns of the session, or with none named the whole
-    session (turns, row, buffer); commits. Memories already made from them stay."""
+    """Delete the named turns of the session (stored, buffered, or still on their way),
+    or with none named the whole session (turns, row, buffer, and the turns in
+    flight); commits. Memories already made from them stay."""
     async with session.begin():
         # The erasure lock, exclusive: a persist of this user's turns in flight lands
-        # wholly before (and is deleted) or after (and starts afresh).
+        # wholly before (and is deleted) or after (and is dropped by the fence, or,
+        # acknowledged after the clear, starts the session afresh).
         await session.run_sync(lambda s: lock_users(s, tenant, [user_id], shared=False))
         where = [Turn.tenant == tenant, Turn.user_id == user_id, Turn.session_id == session_id]
         if turn_ids:
             where.append(Turn.id.in_(list(turn_ids)))
         turns = (await session.scalars(delete(Turn).where(*where).returning(Turn.id))).all()
         counts = {"turns": len(turns), "sessions": 0, "redis_keys": 0}
-        if not turn_ids:
+        counts["turns_in_flight"] = await fence_in_flight(
+            session, tenant=tenant, user_id=user_id, session_id=session_id, turn_ids=turn_ids
+        )
+        # Redis before the commit: if it fails, the rows stay for the client's retry.
+        if turn_ids:
+            counts["buffered_turns"] = await buffer.remove(tenant, user_id, session_id, turn_ids)
+        else:
             sessions = await session.scalars(
                 delete(ChatSession)
                 .where(
@@ -161,6 +170,5 @@ async def clear_transcript(
                 .returning(ChatSession.id)
             )
             counts["sessions"] = len(sessions.all())
-            # Before the commit: if Redis fails, the rows stay for the client's retry.
             counts["redis_keys"] = await buffer.clear(tenant, user_id, session_id)
     return TranscriptCleared(user_id=user_id, session_id=session_id, counts=counts)

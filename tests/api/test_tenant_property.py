@@ -137,7 +137,7 @@ def _check_status(api: TestClient, w: World, me: int, turn_id: str) -> None:
     if owner is None and mine is None:
         # Another tenant's turn with this id, or nobody's: either way, unknown.
         assert body == {"id": turn_id, "status": "unknown", "user_id": None,
-                        "session_id": None, "processed_at": None}, body  # fmt: skip
+                        "session_id": None, "processed_at": None, "reason": None}, body  # fmt: skip
     elif owner is None:
         # Our own write: unknown until a worker persisted it, then ours.
         assert body["status"] == "unknown" or body["user_id"] == mine, body

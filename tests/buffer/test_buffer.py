@@ -418,3 +418,32 @@ def test_appending_text_never_lowers_the_count(a: str, b: str) -> None:
 def test_counter_handles_odd_strings() -> None:
     for odd in ["\x00", "\x00" * 1000, "🍵" * 50, "👨‍👩‍👧", "e\u0301", " " * 10_000, "\ud800"]:
         assert count_tokens(odd) >= 1
+
+
+# --- removal of named turns ------------------------------------------------------------
+
+
+def test_removing_named_turns_keeps_the_total_and_ttl_in_step(
+    redis_url: str, sync_client: redis.Redis
+) -> None:
+    ids = (_id(), _id(), _id())
+    first, doomed, last, other = turn(30), turn(5), turn(10), turn(10)
+
+    async def body(buf: SessionBuffer) -> None:
+        await buf.append(*ids, [first, doomed, last])
+        assert await buf.remove(*ids, [doomed.turn_id, "not-buffered"]) == 1
+        snap = await buf.read(*ids)
+        assert snap.turns == [first, last] and snap.total_tokens == 40
+        assert 0 < sync_client.ttl(tokens_key(*ids)) <= TTL_S
+        # The budget counts from the recounted total: 40 + 10 fits in 50, nothing evicted
+        # (a stale 45 would have evicted the oldest).
+        assert await buf.append(*ids, [other]) == []
+        assert (await buf.read(*ids)).total_tokens == 50
+        # Removing every turn leaves no list and no total behind.
+        gone = [first.turn_id, last.turn_id, other.turn_id]
+        assert await buf.remove(*ids, gone) == 3
+        assert await buf.read(*ids) == BufferSnapshot(turns=[], total_tokens=0, summary=None)
+        assert not sync_client.exists(buffer_key(*ids), tokens_key(*ids))
+        assert await buf.remove(*ids, gone) == 0
+
+    with_buffer(redis_url, 50, body)

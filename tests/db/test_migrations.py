@@ -30,6 +30,7 @@ TABLES = {
     "entity_aliases",
     "memory_entities",
     "entity_relations",
+    "dropped_turns",
 }
 RLS_TABLES = TABLES - {"api_keys"}
 
@@ -81,6 +82,7 @@ def test_upgrade_downgrade_upgrade(postgres: PostgresService, database_url: str)
         "entity_aliases",
         "memory_entities",
         "entity_relations",
+        "dropped_turns",
     }
     with psycopg.connect(libpq_url(url)) as conn:
         assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'memwell_app'").fetchone()

@@ -38,6 +38,8 @@ OK_LINE = re.compile(r"^\s*\[ok\] .+ -> top memory mentions '.+'$", re.MULTILINE
 PACKAGED = (
     "memwell/py.typed",
     "memwell/buffer/append.lua",
+    "memwell/buffer/remove.lua",
+    "memwell/buffer/tokens_of.lua",
     "memwell/auth/rate_limit.lua",
     "memwell/intake/ingest-payload.v1.schema.json",
     "memwell/migrations/env.py",

@@ -116,7 +116,11 @@ def test_erasure_leaves_nothing_and_drops_queued_turns(
         created_at=erased_at - timedelta(seconds=1),
     )  # fmt: skip
     wait_for(lambda: broker_idle(stack_env["REDIS_URL"]), timeout=60, what="queues to drain")
-    assert _status(api, key, late) == "unknown"
+    # Dropped, and it says so (a client waiting on it returns), with nothing of the user.
+    dropped = api.get(f"/v1/turns/{late}", headers=key).json()
+    assert (dropped["status"], dropped["reason"], dropped["user_id"]) == (
+        "dropped", "user erased", None,
+    )  # fmt: skip
 
     with db() as session:
         for table in USER_TABLES:
@@ -126,6 +130,9 @@ def test_erasure_leaves_nothing_and_drops_queued_turns(
             )
             assert n == 0, f"{table} still holds the user"
         assert _rows_mentioning(session, secret) == {}
+        # The dropped turn's record keeps neither its id nor its user's.
+        assert _rows_mentioning(session, late) == {}
+        assert "dropped_turns" not in _rows_mentioning(session, victim)
         tombstone = session.scalars(select(UserErasure).where(UserErasure.tenant == tenant)).one()
         assert victim not in str(tombstone.receipt) and victim not in tombstone.user_hash
         # Neighbours are untouched: the bystander, and the same user id in another tenant.

@@ -144,7 +144,8 @@ def test_delete_keeps_the_memories_unless_asked(
     assert (receipt["tenant"], receipt["user_id"], receipt["session_id"]) == ("default", user, kept)
     # The chat left the buffer's list and token total in Redis.
     assert receipt["counts"] == {
-        "turns": 2, "sessions": 1, "memories": 0, "memory_events": 0, "redis_keys": 2
+        "turns": 2, "sessions": 1, "memories": 0, "memory_events": 0, "redis_keys": 2,
+        "turns_in_flight": 0,
     }  # fmt: skip
     assert _memories_of(db, user, kept)[0] == memories_kept
     assert_problem(api.get(f"/v1/sessions/{kept}", params={"user_id": user}), 404, "not-found")
@@ -155,7 +156,7 @@ def test_delete_keeps_the_memories_unless_asked(
     assert response.status_code == 200, response.text
     assert response.json()["counts"] == {
         "turns": 2, "sessions": 1, "memories": memories_dropped,
-        "memory_events": events_dropped, "redis_keys": 2,
+        "memory_events": events_dropped, "redis_keys": 2, "turns_in_flight": 0,
     }  # fmt: skip
     assert _memories_of(db, user, dropped) == (0, 0)
     assert _memories_of(db, user, kept)[0] == memories_kept  # another session's stay

@@ -371,7 +371,9 @@ export interface paths {
         post: operations["post_turns_v1_turns_post"];
         /**
          * Clear a session's transcript (memories stay)
-         * @description The named turns, or the whole session's turns, row and buffer. Memories already
+         * @description The named turns (stored and buffered), or the whole session's turns, row and
+         *     buffer. Turns acknowledged before the clear and still on their way are dropped when
+         *     they arrive (status `dropped`); turns sent after it are kept. Memories already
          *     consolidated from them stay: DELETE /v1/sessions/{id}?with_memories=true removes
          *     those too.
          */
@@ -388,7 +390,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Get Turn Status */
+        /**
+         * Get Turn Status
+         * @description pending, processed or failed once stored; dropped (with the reason) when it
+         *     will never be stored; unknown while it may still be on its way.
+         */
         get: operations["get_turn_status_v1_turns__turn_id__get"];
         put?: never;
         post?: never;
@@ -1610,10 +1616,16 @@ export interface components {
             id: string;
             /** Processed At */
             processed_at?: string | null;
+            /**
+             * Reason
+             * @description Why a dropped turn was dropped: "user erased" (it predates its user's erasure) or "session cleared" (its session was cleared while it was on its way).
+             */
+            reason?: string | null;
             /** Session Id */
             session_id?: string | null;
             /**
              * Status
+             * @description pending, processed or failed once stored; dropped when it will never be stored (see `reason`); unknown while it may still be on its way.
              * @enum {string}
              */
             status: "pending" | "processed" | "failed" | "dropped" | "unknown";
