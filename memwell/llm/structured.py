@@ -1,9 +1,12 @@
 """One client for the pipeline's structured (JSON) calls to any OpenAI-compatible
 endpoint: OpenAI, vLLM, Ollama, LM Studio, llama.cpp's server.
 
-- The request asks for the answer's JSON schema (`response_format` json_schema), which
-  these servers turn into constrained decoding. An endpoint that rejects it (HTTP
-  400/422) is asked again without it, and this client remembers not to send it again.
+- The request asks for the answer's JSON schema, which these servers turn into
+  constrained decoding: OpenAI's `response_format` json_schema first; an endpoint that
+  refuses it (HTTP 400/422, or an error that names response_format: llama-cpp-python's
+  server answers 500) is asked again with `json_object` plus the schema (the shape
+  llama-cpp-python takes), then with none, and this client remembers the shape that
+  worked.
 - The answer is parsed and validated by a pydantic model. Bad output gets one retry,
   with the parse error shown to the model; a second failure is a fallback: the caller
   runs local mode for those items. Never lose the turn.
@@ -42,6 +45,8 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.I)
 MIN_CALL_S: Final = 5.0
 #: Status codes by which an endpoint says it does not take `response_format`.
 _SCHEMA_REFUSED: Final = frozenset({400, 422})
+#: The shapes of `response_format` tried in turn, most standard first; then none.
+FORMATS: Final = ("json_schema", "json_object")
 
 
 def parse_json_answer(content: str, schema: type[T]) -> T:
@@ -53,10 +58,13 @@ def parse_json_answer(content: str, schema: type[T]) -> T:
     return schema.model_validate(json.loads(text[start : end + 1]))
 
 
-def response_format(schema: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAI `response_format` asking for `schema`. Not strict: OpenAI's strict
-    mode refuses optional fields and defaults; llama.cpp and vLLM constrain decoding to
-    the schema either way."""
+def response_format(schema: type[BaseModel], kind: str = "json_schema") -> dict[str, Any]:
+    """The `response_format` asking for `schema`, in OpenAI's shape (json_schema, also
+    vLLM's and llama.cpp's own server's) or llama-cpp-python's (json_object with a
+    schema). Not strict: OpenAI's strict mode refuses optional fields and defaults;
+    the local servers constrain decoding to the schema either way."""
+    if kind == "json_object":
+        return {"type": "json_object", "schema": schema.model_json_schema()}
     return {
         "type": "json_schema",
         "json_schema": {
@@ -65,6 +73,11 @@ def response_format(schema: type[BaseModel]) -> dict[str, Any]:
             "strict": False,
         },
     }
+
+
+def refuses_format(exc: openai.APIStatusError) -> bool:
+    """Whether an error says the endpoint does not take this `response_format`."""
+    return exc.status_code in _SCHEMA_REFUSED or "response_format" in str(exc)
 
 
 @dataclass(frozen=True)
@@ -112,8 +125,13 @@ class StructuredLLM:
         )
         self._limiter = limiter
         self._usage = usage
-        #: False once the endpoint refused `response_format`
-        self.schema_supported = True
+        #: the index in FORMATS of the shape the endpoint takes; len(FORMATS): none
+        self.format_index = 0
+
+    @property
+    def schema_supported(self) -> bool:
+        """Whether the endpoint still gets a `response_format` of some shape."""
+        return self.format_index < len(FORMATS)
 
     def call_json(
         self,
@@ -200,23 +218,8 @@ class StructuredLLM:
             # does not fall back, or a busy endpoint would turn LLM mode into local mode.
             self._limiter.acquire(max_wait_s=None if deadline is None else timeout)
         client = self._client.with_options(timeout=timeout, max_retries=retries)
-        payload: Any = messages
-        extra: dict[str, Any] = {}
-        if self.schema_supported:
-            extra["response_format"] = response_format(schema)
         try:
-            try:
-                response = client.chat.completions.create(
-                    model=self.model, messages=payload, temperature=0, **extra
-                )
-            except openai.APIStatusError as exc:
-                if not extra or exc.status_code not in _SCHEMA_REFUSED:
-                    raise
-                response = client.chat.completions.create(
-                    model=self.model, messages=payload, temperature=0
-                )
-                log.warning("the model endpoint refuses response_format; not sending it again")
-                self.schema_supported = False
+            response = self._create(client, messages, schema)
         except openai.APIError as exc:
             log.warning("%s: model endpoint failed, falling back to local: %s", stage, exc)
             record_llm_call(
@@ -237,6 +240,29 @@ class StructuredLLM:
             completion_tokens=usage.completion_tokens if usage else 0,
         )
         return response.choices[0].message.content or ""
+
+    def _create(
+        self, client: openai.OpenAI, messages: list[dict[str, str]], schema: type[BaseModel]
+    ) -> Any:
+        """One completion, in the first `response_format` shape the endpoint takes."""
+        payload: Any = messages
+        while True:
+            extra: dict[str, Any] = {}
+            if self.schema_supported:
+                extra["response_format"] = response_format(schema, FORMATS[self.format_index])
+            try:
+                return client.chat.completions.create(
+                    model=self.model, messages=payload, temperature=0, **extra
+                )
+            except openai.APIStatusError as exc:
+                if not extra or not refuses_format(exc):
+                    raise
+                self.format_index += 1
+                log.warning(
+                    "the model endpoint refuses response_format %s; trying %s",
+                    extra["response_format"]["type"],
+                    FORMATS[self.format_index] if self.schema_supported else "none",
+                )
 
     def _record(self, tenant: str, stage: str, **fields: Any) -> None:
         if self._usage is None:

@@ -104,14 +104,35 @@ def test_an_endpoint_refusing_response_format_is_asked_without_it_from_then_on(
     fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
 ) -> None:
     fake_openai.default_chat = Handler(analysis_answer)
-    fake_openai.reject_response_format = True
+    fake_openai.response_formats = frozenset()
     analyzer = _analyzer(llm)
     first = analyzer.analyze([_turn(ids["tenant"], "I'm a counselor now.")], deadline=None)
     assert first.done["t1"].candidates[0].metadata["extractor"] == "llm"
     analyzer.analyze([_turn(ids["tenant"], "I live in Lisbon.", n=2)], deadline=None)
-    sent = ["response_format" in r.json for r in fake_openai.chat_requests]
-    assert sent == [True, False, False]  # refused once, then never sent again
+    sent = [(r.json.get("response_format") or {}).get("type") for r in fake_openai.chat_requests]
+    # each shape refused once, then none is sent again
+    assert sent == ["json_schema", "json_object", None, None]
     assert llm.schema_supported is False
+
+
+def test_an_endpoint_taking_json_object_with_a_schema_keeps_getting_it(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
+    """llama-cpp-python's server: json_schema is a 500 that names response_format, and
+    json_object with a schema constrains the answer to it."""
+    fake_openai.default_chat = Handler(analysis_answer)
+    fake_openai.response_formats = frozenset({"json_object"})
+    fake_openai.response_format_refusal_status = 500
+    analyzer = _analyzer(llm)
+    analyzer.analyze([_turn(ids["tenant"], "I'm a counselor now.")], deadline=None)
+    analyzer.analyze([_turn(ids["tenant"], "I live in Lisbon.", n=2)], deadline=None)
+    formats = [r.json.get("response_format") for r in fake_openai.chat_requests]
+    kinds = [f["type"] for f in formats]
+    first = kinds.index("json_object")
+    # the SDK retries the 500 before it reaches us; after that, json_schema is never sent
+    assert set(kinds[:first]) == {"json_schema"} and set(kinds[first:]) == {"json_object"}
+    assert "turns" in formats[-1]["schema"]["properties"]
+    assert llm.schema_supported is True
 
 
 def test_malformed_answer_is_retried_once_with_the_error(

@@ -416,8 +416,15 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_error(400, "Expected a JSON object body (fake).")
             return
-        if self.fake.reject_response_format and "response_format" in body:
-            self._send_error(400, "response_format is not supported by this server (fake).")
+        shape = (body.get("response_format") or {}).get("type")
+        accepted = self.fake.response_formats
+        if shape is not None and accepted is not None and shape not in accepted:
+            # llama-cpp-python's server answers a shape it does not know with a 500
+            # that names the field; others with a 400.
+            self._send_error(
+                self.fake.response_format_refusal_status,
+                f"response_format {shape} is not supported by this server (fake).",
+            )
             return
         item = self._resolve_delays(Delay(self.fake.chat_delay, self.fake._next_chat_item()))
         if isinstance(item, Normal):
@@ -628,8 +635,9 @@ class FakeOpenAI:
     * ``stream_chunk_delay`` -- seconds to sleep between SSE chunks (default 0).
     * ``chat_delay`` -- seconds every chat request waits before it is answered, as a slow
       model does (default 0).
-    * ``reject_response_format`` -- answer a chat request that carries ``response_format``
-      with HTTP 400, as an endpoint without JSON-schema support does (default False).
+    * ``response_formats`` -- the ``response_format`` types accepted (None, the default:
+      all); a request with another is answered ``response_format_refusal_status`` (400),
+      as an endpoint without that JSON-schema support does.
     """
 
     def __init__(
@@ -646,7 +654,8 @@ class FakeOpenAI:
         self.bow_weight = bow_weight
         self.stream_chunk_delay = 0.0
         self.chat_delay = 0.0
-        self.reject_response_format = False
+        self.response_formats: frozenset[str] | None = None
+        self.response_format_refusal_status = 400
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._chat_script: deque[ScriptItem] = deque()
@@ -769,7 +778,8 @@ class FakeOpenAI:
             self._chat_script.clear()
             self._embedding_script.clear()
             self.chat_delay = 0.0
-            self.reject_response_format = False
+            self.response_formats = None
+            self.response_format_refusal_status = 400
             self._requests.clear()
             self._handler_errors.clear()
             self._default_chat = _ECHO
