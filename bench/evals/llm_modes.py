@@ -54,6 +54,8 @@ class ModeResult:
     seconds: float
     settled: dict[str, int]
     calls: int = 0
+    #: calls whose answer could not be used (endpoint errors, timeouts, bad output)
+    failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
@@ -151,10 +153,13 @@ def collect(database_url: str, result: ModeResult) -> None:
         with engine.connect() as conn:
             usage = conn.execute(
                 text("SELECT coalesce(sum(calls),0), coalesce(sum(prompt_tokens),0), "
-                     "coalesce(sum(completion_tokens),0) FROM llm_usage WHERE tenant = :t"),
+                     "coalesce(sum(completion_tokens),0), coalesce(sum(failures),0) "
+                     "FROM llm_usage WHERE tenant = :t"),
                 {"t": TENANT},
             ).one()  # fmt: skip
-            result.calls, result.prompt_tokens, result.completion_tokens = map(int, usage)
+            (result.calls, result.prompt_tokens, result.completion_tokens, result.failures) = map(
+                int, usage
+            )
             result.fallbacks = _fallbacks(conn)
             result.dead_letters = int(
                 conn.execute(text("SELECT count(*) FROM dead_letters")).scalar_one()
@@ -226,13 +231,14 @@ def print_tables(results: Sequence[ModeResult]) -> None:
         print(f"| {r.label} | {overall.r10:.3f} | {per} | {overall.r10_one:.3f} | "
               f"{contain} | {overall.tokens:.1f} |")  # fmt: skip
     print(
-        "\n| mode | turns | turns/s | model calls / turn | prompt tok / turn | "
+        "\n| mode | turns | turns/s | model calls / turn | failed calls | prompt tok / turn | "
         "completion tok / turn | fallbacks | dead letters | settled | memories by writer |"
     )
-    print("|---" * 10 + "|")
+    print("|---" * 11 + "|")
     for r in results:
         n = max(r.turns, 1)
         print(f"| {r.label} | {r.turns} | {r.turns / r.seconds:.2f} | {r.calls / n:.3f} | "
+              f"{r.failures} | "
               f"{r.prompt_tokens / n:.1f} | {r.completion_tokens / n:.1f} | "
               f"{_fmt_map(r.fallbacks)} | {r.dead_letters} | {_fmt_map(r.settled)} | "
               f"{_fmt_map(r.writers)} |")  # fmt: skip
