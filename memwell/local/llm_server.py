@@ -28,6 +28,8 @@ LOG_FILE = "llm-server.log"
 #: what `python -m llama_cpp.server` imports beyond llama_cpp (its [server] extra)
 _SERVER_LIBRARIES = ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context")
 _INSTALL_HINT = "pip install 'memwell[llm-local]'"
+#: MEMWELL_LLM_TIMEOUT_S for a stack on the local server, unless set
+LOCAL_LLM_TIMEOUT_S = 120.0
 
 
 def check_gguf(path: Path) -> None:
@@ -93,6 +95,9 @@ class LocalLlmServer:
             "--port", str(self.port),
             "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
+            # By default a stream is cut short (after its first chunk) whenever another
+            # request waits; here the chat doors and the workers share the one slot.
+            "--interrupt_requests", "false",
         ]  # fmt: skip
 
     def child(self, python: Path, log_dir: Path, *, module: str = SERVER_MODULE) -> Child:
@@ -117,6 +122,10 @@ class LocalLlmServer:
         # (which `memwell up` prepared) unless the operator chose otherwise.
         if "embedding_provider" not in settings.model_fields_set:
             env["MEMWELL_EMBEDDING_PROVIDER"] = "local"
+        # One slot on a CPU: a call may wait behind others and then take tens of seconds;
+        # abandoning it at a hosted endpoint's 30 s would waste the work and fall back.
+        if "llm_timeout_s" not in settings.model_fields_set:
+            env["MEMWELL_LLM_TIMEOUT_S"] = str(LOCAL_LLM_TIMEOUT_S)
         return env
 
 

@@ -148,6 +148,7 @@ def test_the_server_starts_first_and_the_others_only_once_it_answers(
     assert argv == [
         "--model", str(gguf), "--model_alias", "tiny", "--host", "127.0.0.1",
         "--port", str(server.port), "--n_ctx", "2048", "--n_threads", "2",
+        "--interrupt_requests", "false",
     ]  # fmt: skip
     assert is_free(server.port)  # stopped with the stack
 
@@ -221,12 +222,15 @@ def test_the_clients_are_pointed_at_the_server(gguf: Path) -> None:
         "MEMWELL_CHAT_MODEL": "tiny",
         "MEMWELL_LOCAL_LLM_URL": server.base_url,
         "MEMWELL_EMBEDDING_PROVIDER": "local",
+        "MEMWELL_LLM_TIMEOUT_S": "120.0",
     }
     # The children's settings: LLM mode on this server, memories embedded locally.
     child = Settings(**env)  # type: ignore[arg-type]
     assert child.pipeline_uses_llm and child.resolved_embedding_provider == "local"
-    explicit = server.client_env(Settings(MEMWELL_EMBEDDING_PROVIDER="openai"))  # type: ignore[call-arg]
-    assert "MEMWELL_EMBEDDING_PROVIDER" not in explicit
+    explicit = server.client_env(
+        Settings(MEMWELL_EMBEDDING_PROVIDER="openai", MEMWELL_LLM_TIMEOUT_S=10)  # type: ignore[call-arg]
+    )
+    assert "MEMWELL_EMBEDDING_PROVIDER" not in explicit and "MEMWELL_LLM_TIMEOUT_S" not in explicit
 
 
 def test_the_alias_defaults_to_the_file_name_and_threads_to_the_cores(gguf: Path) -> None:

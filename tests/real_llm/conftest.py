@@ -86,7 +86,7 @@ def llm_stack(
     turns overflow it and the running summary is asked of the model."""
     data = tmp_path_factory.mktemp("llm-stack") / "data"
     up = Up(data, repo_root, "llm-stack", "--llm-gguf", str(test_gguf),
-            env={"MEMWELL_BUFFER_TOKENS": "60", "MEMWELL_LLM_TIMEOUT_S": "120"})  # fmt: skip
+            env={"MEMWELL_BUFFER_TOKENS": "60"})  # fmt: skip
     try:
         url = up.wait_ready(timeout=900)
         yield LlmStack(up, url, test_gguf.name.removesuffix(".gguf"))

@@ -14,7 +14,8 @@ from memwell.local.embedded import EmbeddedPostgres
 from tests.real_llm.conftest import elapsed, extractor
 from tests.support.up_process import Up
 
-pytestmark = pytest.mark.real_llm
+# A real model on a small CPU: minutes, not the default run's 300 s per test.
+pytestmark = [pytest.mark.real_llm, pytest.mark.timeout(1800)]
 
 # A question, then its top memory: the first "recalled" line under it.
 RECALLED = re.compile(

@@ -13,7 +13,8 @@ import pytest
 
 from tests.real_llm.conftest import LlmStack, new_user
 
-pytestmark = pytest.mark.real_llm
+# A real model on a small CPU: minutes, not the default run's 300 s per test.
+pytestmark = [pytest.mark.real_llm, pytest.mark.timeout(1800)]
 
 WEATHER_TOOL: Any = {
     "type": "function",

@@ -20,7 +20,8 @@ from tests.real_llm.conftest import (
     wait_processed,
 )
 
-pytestmark = pytest.mark.real_llm
+# A real model on a small CPU: minutes, not the default run's 300 s per test.
+pytestmark = [pytest.mark.real_llm, pytest.mark.timeout(1800)]
 
 FACTS = [
     "I moved to Porto in March and I work as a marine biologist.",

@@ -22,7 +22,8 @@ from tests.real_llm.conftest import (
     wait_processed,
 )
 
-pytestmark = pytest.mark.real_llm
+# A real model on a small CPU: minutes, not the default run's 300 s per test.
+pytestmark = [pytest.mark.real_llm, pytest.mark.timeout(1800)]
 
 TURNS = [
     "I grew up in Aveiro, by the lagoon.",

@@ -26,6 +26,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
         parser.add_argument(name, required=True)
     for name in ("--port", "--n_ctx", "--n_threads"):
         parser.add_argument(name, type=int, required=True)
+    parser.add_argument("--interrupt_requests", choices=("true", "false"), required=True)
     return parser.parse_args(argv)
 
 
