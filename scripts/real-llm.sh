@@ -81,7 +81,9 @@ echo "==> pytest -m real_llm"
 export HF_HUB_OFFLINE=1
 tier=$(date +%s)
 set +e
-"$PY" -m pytest -m real_llm tests/real_llm "$@"
+# A folder of its own: the stacks run for many minutes, and pytest prunes all but the
+# newest three of the shared pytest-of-$USER folders when other runs start meanwhile.
+"$PY" -m pytest -m real_llm --basetemp "${TMPDIR:-/tmp}/memwell-real-llm" tests/real_llm "$@"
 code=$?
 set -e
 echo "==> tier: $(( $(date +%s) - tier )) s; whole script: $(( $(date +%s) - started )) s"
