@@ -115,6 +115,56 @@ class Settings(BaseSettings):
         description="Seconds before a model call is abandoned.",
     )
 
+    # --- a local model server, started by `memwell up` (the llm-local extra) ------------
+    local_llm_gguf: Path | None = Field(
+        default=None,
+        validation_alias="MEMWELL_LOCAL_LLM_GGUF",
+        description="A GGUF model file you bring: `memwell up` serves it with llama.cpp's "
+        "OpenAI-compatible server (pip install 'memwell[llm-local]') on a loopback port, "
+        "and points the chat doors and LLM mode at it. Memwell never downloads a model. "
+        "Unset: no local model server.",
+    )
+    local_llm_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        validation_alias="MEMWELL_LOCAL_LLM_PORT",
+        description="Port of the local model server. Unset: the one this data dir used "
+        "last time, else a free one from 8430 (recorded in MEMWELL_DATA_DIR/ports.json).",
+    )
+    local_llm_ctx: int = Field(
+        default=4096,
+        ge=256,
+        validation_alias="MEMWELL_LOCAL_LLM_CTX",
+        description="The local model's context window in tokens (llama.cpp's n_ctx).",
+    )
+    local_llm_threads: int | None = Field(
+        default=None,
+        ge=1,
+        validation_alias="MEMWELL_LOCAL_LLM_THREADS",
+        description="CPU threads of the local model server. Unset: one per core.",
+    )
+    local_llm_alias: str | None = Field(
+        default=None,
+        min_length=1,
+        validation_alias="MEMWELL_LOCAL_LLM_ALIAS",
+        description="The model name the local server answers to, and MEMWELL_CHAT_MODEL "
+        "for the stack. Unset: the GGUF file's name without .gguf.",
+    )
+    local_llm_start_timeout_s: float = Field(
+        default=180.0,
+        gt=0,
+        validation_alias="MEMWELL_LOCAL_LLM_START_TIMEOUT_S",
+        description="How long `memwell up` waits for the local model server to answer "
+        "before it gives up with an error.",
+    )
+    local_llm_url: str | None = Field(
+        default=None,
+        validation_alias="MEMWELL_LOCAL_LLM_URL",
+        description="Set by `memwell up` for its children: the base URL of the local "
+        "model server it supervises, which /readyz reports on. Not for hand-setting.",
+    )
+
     # --- embeddings -------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = Field(
         default="auto",

@@ -22,6 +22,8 @@ class StackInfo:
     redis_url: str
     api_url: str
     pid: int
+    #: the local model server `memwell up` supervises (its /v1 root); None: none
+    model_server_url: str | None = None
 
 
 def stack_file(settings: Settings) -> Path:
@@ -79,6 +81,12 @@ def database_url(settings: Settings) -> str:
 
 def redis_url(settings: Settings) -> str:
     return _required(settings, settings.redis_url, "redis_url", "REDIS_URL")
+
+
+def model_server_url(settings: Settings) -> str | None:
+    """The running stack's local model server, None when it has none."""
+    info = read_stack(settings)
+    return info.model_server_url if info else None
 
 
 def api_url(settings: Settings) -> str:

@@ -138,16 +138,27 @@ def demo(api_url: str | None) -> None:
     "--demo/--no-demo", "with_demo", default=False, help="Run the demo once the stack is up."
 )
 @click.option("--exit-after-demo", is_flag=True, help="Stop the stack when the demo ends.")
-def up(with_demo: bool, exit_after_demo: bool) -> None:
+@click.option(
+    "--llm-gguf",
+    type=click.Path(dir_okay=True, path_type=Path),
+    default=None,
+    metavar="PATH",
+    help="Serve this GGUF model with llama.cpp (the llm-local extra) and use it for chat "
+    "and LLM mode (default MEMWELL_LOCAL_LLM_GGUF).",
+)
+def up(with_demo: bool, exit_after_demo: bool, llm_gguf: Path | None) -> None:
     """Start embedded services (unless URLs are set), migrate, and supervise api,
     worker and beat until Ctrl-C; says "ready" once a worker consumes. One per data
     dir."""
     from memwell.core.settings import get_settings
     from memwell.local.up import run_up
 
+    settings = get_settings()
+    if llm_gguf is not None:
+        settings = settings.model_copy(update={"local_llm_gguf": llm_gguf})
     raise SystemExit(
         run_up(
-            get_settings(),
+            settings,
             with_demo=with_demo,
             exit_after_demo=exit_after_demo,
             python=Path(sys.executable),
@@ -317,12 +328,20 @@ def status(as_json: bool) -> None:
     from memwell.core import stack
     from memwell.core.settings import get_settings
     from memwell.db.engine import make_engine, make_sessionmaker
-    from memwell.maintenance.status import StackStatus, read_broker, read_store, render
+    from memwell.maintenance.status import (
+        StackStatus,
+        read_broker,
+        read_model_server,
+        read_store,
+        render,
+    )
 
     settings = get_settings()
     broker_url = stack.redis_url(settings)
     report = StackStatus.for_stack(broker_url=broker_url, api_url=stack.api_url(settings))
     read_broker(report, broker_url)
+    if model_server := stack.model_server_url(settings):
+        read_model_server(report, model_server)
     engine = make_engine(stack.database_url(settings), pool_size=1)
     try:
         read_store(report, make_sessionmaker(engine))

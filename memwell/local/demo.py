@@ -21,6 +21,8 @@ FACTS = [
     "I prefer Rust for systems programming, and I use it at work every day.",
     "I'm building a project called Lighthouse, a tide forecasting app for sailors.",
 ]
+#: one request's limit, above the API's own for a model call with its retries
+REQUEST_TIMEOUT_S = 300.0
 QUESTIONS = [
     ("What is my name?", "Ada Okafor"),
     ("Which programming language do I like?", "Rust"),
@@ -116,7 +118,8 @@ def run_demo(
     """Run both sessions and report, per question, whether the top memory held the fact."""
     user_id = f"demo-{uuid.uuid4().hex[:8]}"
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    with httpx.Client(base_url=api_url, timeout=60, headers=headers) as client:
+    # A chat waits on the model: a local one on a small CPU takes tens of seconds.
+    with httpx.Client(base_url=api_url, timeout=REQUEST_TIMEOUT_S, headers=headers) as client:
         say(f"Waiting for the API at {api_url} ...")
         wait_ready(client, timeout_s=timeout_s)
         turn_ids = _state_facts(client, user_id, say)

@@ -20,7 +20,7 @@ from memwell.core.errors import ConfigurationError
 from memwell.core.settings import Settings
 
 PORTS_FILE = "ports.json"
-DEFAULTS = {"redis": 16379, "api": 8420, "worker_metrics": 9808}
+DEFAULTS = {"redis": 16379, "api": 8420, "worker_metrics": 9808, "llm": 8430}
 _SEARCH = 200  # ports tried after a default that is taken
 
 
@@ -30,6 +30,8 @@ class StackPorts:
     api: int
     #: 0: the worker serves no metrics
     worker_metrics: int
+    #: the local model server's; 0: none (no MEMWELL_LOCAL_LLM_GGUF)
+    llm: int = 0
 
 
 def is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -59,6 +61,7 @@ def _explicit(settings: Settings) -> dict[str, int | None]:
         "redis": settings.redis_port,
         "api": settings.api_port if "api_port" in chosen else None,
         "worker_metrics": settings.worker_metrics_port if "worker_metrics_port" in chosen else None,
+        "llm": settings.local_llm_port,
     }
 
 
@@ -89,11 +92,19 @@ def stack_ports(settings: Settings) -> StackPorts:
         "api": settings.api_host,
         "worker_metrics": settings.worker_metrics_host,
     }
+    if settings.local_llm_gguf is not None:
+        hosts["llm"] = "127.0.0.1"
     ports = StackPorts(
         **{name: _choose(name, explicit[name], recorded.get(name), hosts[name]) for name in hosts}
     )
+    # A port not used this time stays recorded for the next run that needs it.
+    record = asdict(ports)
+    if not ports.llm:
+        del record["llm"]
+        if "llm" in recorded:
+            record["llm"] = recorded["llm"]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(ports), indent=2))
+    tmp.write_text(json.dumps(record, indent=2))
     os.replace(tmp, path)
     return ports

@@ -3,6 +3,10 @@ readiness once the stack really serves, and on Ctrl-C / SIGTERM stop them one by
 one in the order given (API first, workers last), whole process groups included,
 so that no orphan (a Celery pool child, a uvicorn worker) outlives `memwell up`.
 
+A child may be a service the others need (the local model server): it starts first,
+and the others start only once its `start_probe` answers; a service that exits or
+stays silent past its timeout stops `memwell up` with one line naming its log.
+
 Each child leads a session of its own: the terminal's Ctrl-C reaches only this
 process, which then stops the children in order. Each is also asked to receive
 SIGTERM if this process dies without stopping it (Linux's parent-death signal), and
@@ -19,8 +23,10 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
+from memwell.core.errors import ConfigurationError
 from memwell.local.reaper import parent_death_signal, reaper
 
 log = logging.getLogger(__name__)
@@ -29,6 +35,7 @@ STOP_GRACE_S = 15.0
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 STABLE_AFTER_S = 60.0  # a child up this long starts its backoff from the beginning again
 READY_PROBE_EVERY_S = 0.5
+START_PROBE_EVERY_S = 0.25
 
 
 @dataclass
@@ -44,6 +51,13 @@ class Child:
     next_start: float = 0.0
     started_at: float = 0.0
     exit_code: int | None = field(default=None)
+    #: where its standard output and error go (appended); None: this process's own
+    log_path: Path | None = None
+    #: a service the others need: started before them, which wait until this answers
+    start_probe: Callable[[], bool] | None = None
+    start_timeout_s: float = 60.0
+    #: how the start error names it, e.g. "the local model server at http://..."
+    label: str = ""
 
 
 @dataclass
@@ -77,12 +91,19 @@ class Supervisor:
     def _start(self, child: Child) -> None:
         # A new session makes the child a process-group leader: on stop we signal the
         # whole group, which reaches the grandchildren too.
-        child.process = subprocess.Popen(
-            list(child.argv),
-            env=self.env,
-            start_new_session=True,
-            preexec_fn=parent_death_signal(),
-        )
+        with contextlib.ExitStack() as files:
+            out = None
+            if child.log_path is not None:
+                child.log_path.parent.mkdir(parents=True, exist_ok=True)
+                out = files.enter_context(child.log_path.open("ab"))
+            child.process = subprocess.Popen(
+                list(child.argv),
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT if out is not None else None,
+                start_new_session=True,
+                preexec_fn=parent_death_signal(),
+            )
         child.started_at = time.monotonic()
         reaper().watch(child.process.pid, group=True)
         if self.on_start is not None:
@@ -102,7 +123,11 @@ class Supervisor:
         }
         try:
             for child in self.children:
-                if not child.after_ready:
+                if child.start_probe is not None:
+                    self._start(child)
+                    self._await_answer(child)
+            for child in self.children:
+                if not child.after_ready and child.process is None and not self._stopping:
                     self._start(child)
             while not self._stopping:
                 self._poll()
@@ -115,6 +140,28 @@ class Supervisor:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return max((c.exit_code or 0 for c in self.children if not c.restart), default=0)
+
+    def _await_answer(self, child: Child) -> None:
+        """Until a service's start probe answers; ConfigurationError if it exits first
+        or stays silent past its timeout (a missing library, a model that fails to load)."""
+        assert child.process is not None and child.start_probe is not None
+        label = child.label or child.name
+        deadline = time.monotonic() + child.start_timeout_s
+        while not self._stopping:
+            code = child.process.poll()
+            if code is not None:
+                raise ConfigurationError(
+                    f"{label} exited with code {code} before answering{_last_words(child)}"
+                )
+            if child.start_probe():
+                log.info("%s answers", label)
+                return
+            if time.monotonic() > deadline:
+                raise ConfigurationError(
+                    f"{label} did not answer within {child.start_timeout_s:.0f} s"
+                    f"{_last_words(child)}"
+                )
+            time.sleep(START_PROBE_EVERY_S)
 
     def _oneshots_done(self) -> bool:
         oneshots = [c for c in self.children if not c.restart]
@@ -184,6 +231,21 @@ def _stop_one(child: Child) -> None:
     reaper().forget(child.process.pid)
     log.info("stopped %s", child.name)
     child.process = None
+
+
+def _last_words(child: Child) -> str:
+    """The last line of the child's log, and where the log is: the reason, in one line."""
+    if child.log_path is None:
+        return ""
+    try:
+        with child.log_path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return f" (its log: {child.log_path})"
+    last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+    where = f" (its log: {child.log_path})"
+    return f": {last[:300]}{where}" if last else where
 
 
 def _signal_group(child: Child, sig: signal.Signals) -> None:

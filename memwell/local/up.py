@@ -4,9 +4,11 @@ Takes the data dir's lock (one `up` per data dir) and stops what a killed previo
 `up` left running (memwell/local/stack_lock.py). Starts Postgres+pgvector and Valkey
 unless DATABASE_URL / REDIS_URL are set, on ports stable for the data dir
 (memwell/local/ports.py), prepares the local model, migrates, then supervises api,
-beat and worker. It prints "ready" once the API answers /readyz and a worker
-consumes; the demo, if asked for, starts then. On Ctrl-C everything it started stops
-in order: API, beat, workers, Valkey, Postgres.
+beat and worker; with a GGUF file (--llm-gguf, MEMWELL_LOCAL_LLM_GGUF) it first starts
+llama.cpp's server on it and points them at it (memwell/local/llm_server.py). It
+prints "ready" once the API answers /readyz and a worker consumes; the demo, if asked
+for, starts then. On Ctrl-C everything it started stops in order: API, beat, workers,
+the model server, Valkey, Postgres.
 
 The API runs as many uvicorn processes as `memwell api` does by default
 (MEMWELL_API_WORKERS, else one per two cores: api/server.py default_workers): on a
@@ -20,12 +22,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 
 from memwell.core.settings import Settings
 from memwell.core.stack import StackInfo, clear_stack, write_stack
 from memwell.db import migrate
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
+from memwell.local.llm_server import LocalLlmServer, planned_server
 from memwell.local.ports import StackPorts, stack_ports
 from memwell.local.readiness import stack_ready
 from memwell.local.reaper import reaper
@@ -103,14 +107,19 @@ def _child_env(
     return env
 
 
-def _children(python: Path, api_url: str, *, with_demo: bool) -> list[Child]:
-    """In stop order: the API stops taking requests first, the workers go last."""
+def _children(
+    python: Path, api_url: str, *, with_demo: bool, llm: LocalLlmServer | None, data: Path
+) -> list[Child]:
+    """In stop order: the API stops taking requests first, the workers go next, the
+    model server they call last (it starts first: see the supervisor)."""
     cli = [str(python), "-m", "memwell"]
     children = [
         Child("api", [*cli, "api"]),
         Child("beat", [*cli, "beat"]),
         Child("worker", [*cli, "worker"]),
     ]
+    if llm is not None:
+        children.append(llm.child(python, data))
     if with_demo:
         demo = Child("demo", [*cli, "demo", "--api-url", api_url], restart=False, after_ready=True)
         children.insert(0, demo)
@@ -125,21 +134,31 @@ def _announce_ready(api_url: str) -> None:
 
 
 def run_up(settings: Settings, *, with_demo: bool, exit_after_demo: bool, python: Path) -> int:
+    llm = planned_server(settings)  # a bad model file or a missing extra: one line, first
     data = settings.data_dir.resolve()
     lock = StackLock(data)
     lock.acquire()  # a second `up` on this data dir stops here, with one line
     try:
         return _run_locked(settings, with_demo=with_demo, exit_after_demo=exit_after_demo,
-                           python=python)  # fmt: skip
+                           python=python, llm=llm)  # fmt: skip
     finally:
         lock.release()
 
 
-def _run_locked(settings: Settings, *, with_demo: bool, exit_after_demo: bool, python: Path) -> int:
+def _run_locked(
+    settings: Settings,
+    *,
+    with_demo: bool,
+    exit_after_demo: bool,
+    python: Path,
+    llm: LocalLlmServer | None,
+) -> int:
     data = settings.data_dir.resolve()
     record = PidRecord(data)
     clean_orphans(record)
     ports = stack_ports(settings)
+    if llm is not None:
+        llm = replace(llm, port=ports.llm)
     pg = None if settings.database_url else EmbeddedPostgres(pgdata=data / "pgdata")
     rd = None if settings.redis_url else EmbeddedRedis(data_dir=data / "valkey", port=ports.redis)
     try:
@@ -158,14 +177,20 @@ def _run_locked(settings: Settings, *, with_demo: bool, exit_after_demo: bool, p
         _prepare_local_model(settings)
         migrate.upgrade(database_url)
         api_url = settings.api_url or f"http://{settings.api_host}:{ports.api}"
-        write_stack(settings, StackInfo(database_url, redis_url, api_url, os.getpid()))
+        model_server = llm.base_url if llm else None
+        write_stack(
+            settings, StackInfo(database_url, redis_url, api_url, os.getpid(), model_server)
+        )
         env = _child_env(
             settings, database_url=database_url, redis_url=redis_url, ports=ports,
             with_demo=with_demo,
         )  # fmt: skip
+        if llm is not None:
+            env.update(llm.client_env(settings))
+            log.info("local model server: %s as %r at %s", llm.gguf.name, llm.alias, model_server)
         log.info('starting at %s; "ready" follows once a worker consumes', api_url)
         supervisor = Supervisor(
-            _children(python, api_url, with_demo=with_demo),
+            _children(python, api_url, with_demo=with_demo, llm=llm, data=data),
             env=env,
             exit_after_oneshots=exit_after_demo,
             readiness=Readiness(

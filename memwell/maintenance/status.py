@@ -24,6 +24,7 @@ from memwell.core.metrics import read_queue_depths
 from memwell.core.queues import TASK_QUEUES, Queue, TaskName
 from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 from memwell.intake.dispatch import producer_app
+from memwell.llm.model_server import probe_model_server
 from memwell.reembed.progress import latest_progress
 
 
@@ -59,6 +60,8 @@ class StackStatus:
     memory_events: int = 0
     #: the newest re-embed (memwell/reembed/), None when there never was one
     reembed: dict[str, Any] | None = None
+    #: the local model server `memwell up` supervises (status, models, port), if any
+    model_server: dict[str, Any] | None = None
     #: LLM mode's fallbacks to local mode in the last week: step -> reason -> items
     llm_fallbacks: dict[str, dict[str, int]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
@@ -104,6 +107,14 @@ def read_broker(status: StackStatus, redis_url: str, *, ping_timeout_s: float = 
         status.workers = sorted(name for reply in replies for name in reply)
     except Exception as exc:
         status.errors["workers"] = _reason(exc)
+
+
+def read_model_server(status: StackStatus, base_url: str) -> None:
+    """Whether the stack's local model server answers, and with which model."""
+    state = probe_model_server(base_url)
+    status.model_server = state.as_dict()
+    if not state.up:
+        status.errors["model server"] = state.error or "down"
 
 
 def read_store(status: StackStatus, sessions: sessionmaker[Session]) -> None:
@@ -206,6 +217,8 @@ def render(status: StackStatus) -> str:
     lines.append(f"  history       {status.memory_events} memory events")
     if status.reembed is not None:
         lines.append(_reembed_line(status.reembed))
+    if status.model_server is not None:
+        lines.append(_model_server_line(status.model_server))
     if status.llm_fallbacks:
         lines.append("LLM fallbacks   items handed to local mode, last 7 days")
         for stage, reasons in sorted(status.llm_fallbacks.items()):
@@ -214,6 +227,11 @@ def render(status: StackStatus) -> str:
     for part, error in status.errors.items():
         lines.append(f"UNAVAILABLE {part}: {error}")
     return "\n".join(lines)
+
+
+def _model_server_line(m: dict[str, Any]) -> str:
+    models = ", ".join(m["models"]) or "no model"
+    return f"Model server    {m['status']}: {models} on port {m['port']} ({m['url']})"
 
 
 def _reembed_line(r: dict[str, Any]) -> str:

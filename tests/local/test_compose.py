@@ -52,3 +52,20 @@ def test_the_image_copies_what_the_build_reads(repo_root: Path) -> None:
     for source in copied:
         assert (repo_root / source).exists(), f"the Dockerfile copies a missing {source}"
     assert {"pyproject.toml", "setup.py", "alembic", "memwell", "api", "worker"} <= copied
+
+
+def test_the_llm_local_profile_serves_a_mounted_gguf(repo_root: Path) -> None:
+    """The model server is optional (its profile), reads the host's GGUF read-only, and
+    the api and workers take their endpoint from .env (absent: unset, local mode)."""
+    services = _services(repo_root)
+    llm = services["llm"]
+    assert llm["profiles"] == ["llm-local"]
+    assert any(v.endswith(":/models/model.gguf:ro") for v in llm["volumes"])
+    assert "MEMWELL_LOCAL_LLM_GGUF_HOST" in llm["volumes"][0]
+    assert "/models/model.gguf" in llm["command"] and "healthcheck" in llm
+    for name in ("api", "worker-llm", "worker-ingest"):
+        env = services[name]["environment"]
+        for key in ("OPENAI_BASE_URL", "MEMWELL_CHAT_MODEL", "MEMWELL_EMBEDDING_PROVIDER"):
+            assert key in env and env[key] is None, (name, key)  # passed through, never ""
+    text = (repo_root / "docker-compose.yml").read_text()
+    assert "OPENAI_BASE_URL=http://llm:8080/v1" in text  # the documented .env line

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,69 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 
 from memwell.local.reaper import alive
 from memwell.local.waiting import wait_for
+from tests.support.up_process import FOREIGN, READY, Up
 
-READY = re.compile(r"^ready: serving at (?P<url>http://\S+)$", re.MULTILINE)
 STOP_LINES = ("stopped api", "stopped beat", "stopped worker", "stopped valkey", "stopped postgres")
-# What would point `up` at another stack, or pin its ports.
-FOREIGN = ("DATABASE_URL", "REDIS_URL", "TEST_DATABASE_URL", "TEST_REDIS_URL", "MEMWELL_API_URL",
-           "MEMWELL_API_PORT", "MEMWELL_REDIS_PORT", "MEMWELL_WORKER_METRICS_PORT")  # fmt: skip
-
-
-class Up:
-    """One `memwell up` process, leading its own process group like a shell job."""
-
-    def __init__(self, data_dir: Path, repo_root: Path, name: str) -> None:
-        self.data_dir = data_dir
-        self.out = data_dir.parent / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if k not in FOREIGN}
-        env.update({"MEMWELL_DATA_DIR": str(data_dir), "MEMWELL_LOG_FORMAT": "console"})
-        with self.out.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "memwell", "up"],
-                cwd=repo_root,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def text(self) -> str:
-        return self.out.read_text(errors="replace")
-
-    def wait_ready(self) -> str:
-        def ready() -> str | None:
-            if self.process.poll() is not None:
-                raise AssertionError(f"memwell up exited early:\n{self.text()[-4000:]}")
-            found = READY.search(self.text())
-            return found.group("url") if found else None
-
-        return wait_for(ready, timeout=300, interval=0.2, what="memwell up to say ready")
-
-    def recorded(self) -> list[dict[str, object]]:
-        return list(json.loads((self.data_dir / "up.pids.json").read_text()))
-
-    def owned(self) -> list[psutil.Process]:
-        """Every process of the stack: the recorded ones and their descendants."""
-        found: dict[int, psutil.Process] = {}
-        for entry in self.recorded():
-            try:
-                process = psutil.Process(int(str(entry["pid"])))
-                found[process.pid] = process
-                for child in process.children(recursive=True):
-                    found[child.pid] = child
-            except psutil.NoSuchProcess:
-                continue
-        return list(found.values())
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
 
 
 @pytest.fixture(scope="module")

@@ -30,11 +30,12 @@ export interface paths {
         };
         /**
          * Readyz
-         * @description Ready when Postgres and Redis answer; reports how many workers consume.
+         * @description Ready when Postgres and Redis answer; reports how many workers consume, and the
+         *     local model server of `memwell up --llm-gguf` when there is one.
          *
-         *     No worker does not make the API unready: it still serves searches and chats and
-         *     queues turns durably until a worker comes. `memwell up` and operators read
-         *     `workers` to know that consolidation runs.
+         *     No worker, or a model server down, does not make the API unready: it still serves
+         *     searches and queues turns durably, and LLM steps fall back to local mode. `memwell
+         *     up` and operators read `workers` to know that consolidation runs.
          */
         get: operations["readyz_readyz_get"];
         put?: never;
@@ -1842,7 +1843,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        [key: string]: string | number;
+                        [key: string]: unknown;
                     };
                 };
             };
