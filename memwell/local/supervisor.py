@@ -58,6 +58,8 @@ class Child:
     start_timeout_s: float = 60.0
     #: how the start error names it, e.g. "the local model server at http://..."
     label: str = ""
+    #: added to the supervisor's environment for this child alone
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Supervisor:
                 out = files.enter_context(child.log_path.open("ab"))
             child.process = subprocess.Popen(
                 list(child.argv),
-                env=self.env,
+                env={**self.env, **child.env},
                 stdout=out,
                 stderr=subprocess.STDOUT if out is not None else None,
                 start_new_session=True,

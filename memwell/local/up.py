@@ -22,9 +22,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from memwell.core.metrics import MULTIPROC_ENV
+from memwell.core.queues import Queue
 from memwell.core.settings import Settings
 from memwell.core.stack import StackInfo, clear_stack, write_stack
 from memwell.db import migrate
@@ -107,8 +110,37 @@ def _child_env(
     return env
 
 
+#: what the main worker consumes when the llm queue has a worker of its own
+NON_LLM_QUEUES = ",".join(q.value for q in Queue if q is not Queue.LLM)
+
+
+def _workers(cli: list[str], *, llm_pipeline: bool) -> list[Child]:
+    """One worker on every queue; in LLM mode, the llm queue gets a worker of its own
+    with one process, so a slow model call never holds up ingest, embedding or the
+    maintenance jobs, and a single-slot local model server gets one request at a time.
+    Both workers share one metrics directory, so the first one's /metrics port also
+    shows the model worker's counters (its fallbacks)."""
+    if not llm_pipeline:
+        return [Child("worker", [*cli, "worker"])]
+    shared = {MULTIPROC_ENV: tempfile.mkdtemp(prefix="memwell-metrics-")}
+    return [
+        Child("worker", [*cli, "worker", "--queues", NON_LLM_QUEUES], env=shared),
+        Child(
+            "worker-llm",
+            [*cli, "worker", "--queues", Queue.LLM.value, "--concurrency", "1"],
+            env={**shared, "MEMWELL_WORKER_METRICS_PORT": "0"},
+        ),
+    ]
+
+
 def _children(
-    python: Path, api_url: str, *, with_demo: bool, llm: LocalLlmServer | None, data: Path
+    python: Path,
+    api_url: str,
+    *,
+    with_demo: bool,
+    llm: LocalLlmServer | None,
+    llm_pipeline: bool,
+    data: Path,
 ) -> list[Child]:
     """In stop order: the API stops taking requests first, the workers go next, the
     model server they call last (it starts first: see the supervisor)."""
@@ -116,7 +148,7 @@ def _children(
     children = [
         Child("api", [*cli, "api"]),
         Child("beat", [*cli, "beat"]),
-        Child("worker", [*cli, "worker"]),
+        *_workers(cli, llm_pipeline=llm_pipeline),
     ]
     if llm is not None:
         children.append(llm.child(python, data))
@@ -190,7 +222,15 @@ def _run_locked(
             log.info("local model server: %s as %r at %s", llm.gguf.name, llm.alias, model_server)
         log.info('starting at %s; "ready" follows once a worker consumes', api_url)
         supervisor = Supervisor(
-            _children(python, api_url, with_demo=with_demo, llm=llm, data=data),
+            _children(
+                python,
+                api_url,
+                with_demo=with_demo,
+                llm=llm,
+                data=data,
+                llm_pipeline=settings.pipeline_uses_llm
+                or (llm is not None and settings.pipeline_mode != "local"),
+            ),  # fmt: skip
             env=env,
             exit_after_oneshots=exit_after_demo,
             readiness=Readiness(
