@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TextIO
 
 import httpx
 from sqlalchemy import text
@@ -219,29 +220,30 @@ def _fmt_map(values: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(values.items())) or "0"
 
 
-def print_tables(results: Sequence[ModeResult]) -> None:
+def print_tables(results: Sequence[ModeResult], *, file: TextIO = sys.stdout) -> None:
     cats = list(CATEGORIES)
     print("\n| mode | R@10 | " + " | ".join(CATEGORIES[c] for c in cats)
-          + " | R@10/1 | containment | tokens of top 10 |")  # fmt: skip
-    print("|---" * (len(cats) + 5) + "|")
+          + " | R@10/1 | containment | tokens of top 10 |", file=file)  # fmt: skip
+    print("|---" * (len(cats) + 5) + "|", file=file)
     for r in results:
         overall = r.scores.summary(cats)
         per = " | ".join(f"{r.scores.summary([c]).r10:.3f}" for c in cats)
         contain = "-" if overall.containment is None else f"{overall.containment:.3f}"
         print(f"| {r.label} | {overall.r10:.3f} | {per} | {overall.r10_one:.3f} | "
-              f"{contain} | {overall.tokens:.1f} |")  # fmt: skip
+              f"{contain} | {overall.tokens:.1f} |", file=file)  # fmt: skip
     print(
         "\n| mode | turns | turns/s | model calls / turn | failed calls | prompt tok / turn | "
-        "completion tok / turn | fallbacks | dead letters | settled | memories by writer |"
+        "completion tok / turn | fallbacks | dead letters | settled | memories by writer |",
+        file=file,
     )
-    print("|---" * 11 + "|")
+    print("|---" * 11 + "|", file=file)
     for r in results:
         n = max(r.turns, 1)
         print(f"| {r.label} | {r.turns} | {r.turns / r.seconds:.2f} | {r.calls / n:.3f} | "
               f"{r.failures} | "
               f"{r.prompt_tokens / n:.1f} | {r.completion_tokens / n:.1f} | "
               f"{_fmt_map(r.fallbacks)} | {r.dead_letters} | {_fmt_map(r.settled)} | "
-              f"{_fmt_map(r.writers)} |")  # fmt: skip
+              f"{_fmt_map(r.writers)} |", file=file)  # fmt: skip
 
 
 def _models(values: Sequence[str]) -> dict[str, Path]:
@@ -285,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "local" in modes:
         print("==> local", file=sys.stderr)
         results.append(run_mode(conversations, label="local", mode="local", endpoint=None))
+        print_tables(results, file=sys.stderr)  # so far: a later mode may take long
     for label, gguf in models.items():
         for mode in (m for m in modes if m != "local"):
             print(f"==> {mode} on {label}", file=sys.stderr)
@@ -293,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results.append(
                     run_mode(conversations, label=f"{mode} {label}", mode=mode, endpoint=url)
                 )
+            print_tables(results, file=sys.stderr)
     print_tables(results)
     return 0
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.harness.evaldata import data_root
 from memwell.db import migrate
-from memwell.intake.dispatch import producer_app
+from memwell.intake.dispatch import forget_producer, producer_app
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -59,9 +59,11 @@ def services() -> Iterator[BenchStack]:
     """Postgres + Valkey, no worker: enough for the API (it only enqueues)."""
     with postgres_only() as pg:
         server = EmbeddedRedis(data_dir=pg.root / "redis", appendonly=False)
+        url = server.start()
         try:
-            yield replace(pg, redis_url=server.start(), redis_pid=server.pid)
+            yield replace(pg, redis_url=url, redis_pid=server.pid)
         finally:
+            forget_producer(url)  # a later stack may get this port
             server.stop()
 
 

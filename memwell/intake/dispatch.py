@@ -50,6 +50,15 @@ def producer_app(broker_url: str) -> Celery:
         return app
 
 
+def forget_producer(broker_url: str) -> None:
+    """Close and drop the producer of `broker_url`: its pooled connections belong to a
+    server that is gone (a throwaway stack stopped; the next may reuse its port)."""
+    with _producers_lock:
+        app = _producers.pop(broker_url, None)
+    if app is not None:
+        app.close()
+
+
 def _url(broker_url: str | None) -> str:
     return broker_url or stack.redis_url(get_settings())
 
