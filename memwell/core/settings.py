@@ -247,8 +247,11 @@ class Settings(BaseSettings):
     pipeline_mode: Literal["auto", "local", "llm", "hybrid"] = Field(
         default="auto",
         validation_alias="MEMWELL_PIPELINE_MODE",
-        description="auto: LLM steps when a model endpoint is configured, else local mode. "
-        "hybrid: local extraction always, plus what the model's extraction adds.",
+        description="local: heuristic importance and sentence extraction. llm: the model "
+        "scores and extracts (local per item on a fallback). hybrid: local extraction "
+        "always, plus what the model's extraction adds. auto: hybrid when a model "
+        "endpoint is configured, else local; on LoCoMo, llm mode with a small local model "
+        "recalled less than local mode and hybrid never less (docs/evaluation.md).",
     )
     llm_window_turns: int = Field(
         default=12,
@@ -896,11 +899,17 @@ class Settings(BaseSettings):
         return 0 if self.llm_mode else LOCAL_API_MAX_INFLIGHT
 
     @property
-    def pipeline_uses_llm(self) -> bool:
-        """Whether consolidation calls the model endpoint (LLM mode) or runs locally."""
+    def resolved_pipeline_mode(self) -> Literal["local", "llm", "hybrid"]:
+        """The pipeline mode `auto` stands for: hybrid with an endpoint (a model can add
+        to local extraction but never take from it), local without one."""
         if self.pipeline_mode == "auto":
-            return self.llm_mode
-        return self.pipeline_mode in ("llm", "hybrid")
+            return "hybrid" if self.llm_mode else "local"
+        return self.pipeline_mode
+
+    @property
+    def pipeline_uses_llm(self) -> bool:
+        """Whether consolidation calls the model endpoint or runs locally."""
+        return self.resolved_pipeline_mode != "local"
 
     @property
     def resolved_embedding_provider(self) -> Literal["local", "openai"]:

@@ -58,7 +58,7 @@ def build_steps(
         local,
         window_turns=settings.llm_window_turns,
         window_tokens=settings.llm_window_tokens,
-        hybrid=settings.pipeline_mode == "hybrid",
+        hybrid=settings.resolved_pipeline_mode == "hybrid",
     )
     # A model decision per candidate would cost a call each: only ambiguous cases, and
     # only when asked for; the local rule decides the rest.
