@@ -194,7 +194,13 @@ def run_mode(
     """One mode on a stack of its own: ingest the slice, ask its questions."""
     env = {"MEMWELL_PIPELINE_MODE": mode}
     if endpoint is not None:
-        env |= {"OPENAI_BASE_URL": endpoint, "MEMWELL_CHAT_MODEL": "bench-model"}
+        # As `memwell up --llm-gguf` runs its children: a CPU model's call may wait for
+        # the server's one slot, then take tens of seconds.
+        env |= {
+            "OPENAI_BASE_URL": endpoint,
+            "MEMWELL_CHAT_MODEL": "bench-model",
+            "MEMWELL_LLM_TIMEOUT_S": os.environ.get("MEMWELL_LLM_TIMEOUT_S", "120"),
+        }
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     get_settings.cache_clear()

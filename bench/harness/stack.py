@@ -19,6 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import kombu.exceptions
+import redis.exceptions
+
 from bench.harness.evaldata import data_root
 from memwell.db import migrate
 from memwell.intake.dispatch import forget_producer, producer_app
@@ -114,15 +117,24 @@ def worker_process(
         start_new_session=True, cwd=REPO_ROOT,
     )  # fmt: skip
     try:
-        app = producer_app(stack.redis_url)
         deadline = time.monotonic() + 120
-        while not app.control.ping(destination=[hostname], timeout=0.5):
+        while not _pings(stack.redis_url, hostname):
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start; see {stack.root / 'worker.log'}")
         yield worker.pid
     finally:
         stop_group(worker)
         log.close()
+
+
+def _pings(redis_url: str, hostname: str) -> bool:
+    """Whether the worker answers a ping. A connection a previous stack on the same port
+    left in a pool fails once; it is dropped and the next ping uses a new one."""
+    try:
+        return bool(producer_app(redis_url).control.ping(destination=[hostname], timeout=0.5))
+    except (redis.exceptions.ConnectionError, kombu.exceptions.OperationalError):
+        forget_producer(redis_url)
+        return False
 
 
 @contextmanager
