@@ -214,7 +214,10 @@ def test_a_server_that_never_answers_times_out_with_a_clear_error(
         supervisor.stop_all()
 
 
-def test_the_clients_are_pointed_at_the_server(gguf: Path) -> None:
+def test_the_clients_are_pointed_at_the_server(gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What the operator did not set: the session's test stack sets these in os.environ.
+    monkeypatch.delenv("MEMWELL_EMBEDDING_PROVIDER", raising=False)
+    monkeypatch.delenv("MEMWELL_LLM_TIMEOUT_S", raising=False)
     server = _server(gguf)
     env = server.client_env(Settings())
     assert env == {

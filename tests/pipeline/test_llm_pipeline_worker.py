@@ -72,7 +72,13 @@ def _worker_env(stack_env: dict[str, str], fake: FakeOpenAI, db_index: int) -> d
     # Its own broker database: the local-mode session worker never sees these tasks.
     env = dict(stack_env)
     env["REDIS_URL"] = urlsplit(stack_env["REDIS_URL"])._replace(path=f"/{db_index}").geturl()
-    return env | {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "k", "MEMWELL_LLM_RPM": "0"}
+    return env | {
+        "OPENAI_BASE_URL": fake.base_url,
+        "OPENAI_API_KEY": "k",
+        "MEMWELL_LLM_RPM": "0",
+        # LLM mode itself: with an endpoint, auto would be hybrid (local memories too)
+        "MEMWELL_PIPELINE_MODE": "llm",
+    }
 
 
 @pytest.fixture(scope="module")
