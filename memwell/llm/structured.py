@@ -133,28 +133,6 @@ class StructuredLLM:
         """Whether the endpoint still gets a `response_format` of some shape."""
         return self.format_index < len(FORMATS)
 
-    def call_json(
-        self,
-        *,
-        stage: str,
-        tenant: str,
-        system: str,
-        user: str,
-        schema: type[T],
-        deadline: float | None = None,
-        items: int = 1,
-    ) -> T | None:
-        """The validated answer, or None when the caller should fall back to local."""
-        return self.call(
-            stage=stage,
-            tenant=tenant,
-            system=system,
-            user=user,
-            schema=schema,
-            deadline=deadline,
-            items=items,
-        ).value
-
     def call(
         self,
         *,

@@ -91,13 +91,13 @@ class LlmDecider:
         listing = "\n".join(
             f'{i}. <memory kind="{n.kind}">{n.content}</memory>' for i, n in enumerate(neighbours)
         )
-        out = self.llm.call_json(
+        out = self.llm.call(
             stage="reconcile",
             tenant=candidate.tenant,
             system=DECIDE_PROMPT,
             user=f"New: <memory>{candidate.content}</memory>\nExisting:\n{listing}",
             schema=DecisionOut,
-        )
+        ).value
         if out is None:
             return None
         if out.action == "add":
@@ -124,12 +124,12 @@ class LlmSummarizer:
             return previous or ""
         words = max(30, self.local.budget_tokens * 3 // 4)
         body = "\n".join(_turn_block(t) for t in turns)
-        out = self.llm.call_json(
+        out = self.llm.call(
             stage="summarize",
             tenant=turns[0].tenant,
             system=SUMMARY_PROMPT.format(words=words),
             user=f"<summary>{previous or ''}</summary>\n{body}",
             schema=SummaryOut,
             deadline=time.monotonic() + SUMMARY_BUDGET_S,
-        )
+        ).value
         return self.local.summarize(previous, turns) if out is None else out.summary.strip()
