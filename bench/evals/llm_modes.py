@@ -7,8 +7,9 @@ The slice is the first `--sessions` sessions of the first `--conversations` dev
 conversations, and the questions whose evidence lies wholly inside it. Each mode gets
 a throwaway stack of its own (embedded Postgres + Valkey, one real worker); the LLM
 modes also get llama.cpp's server (`python -m llama_cpp.server`, the llm-local extra)
-on the given GGUF, started here and stopped after the mode. Every turn is enqueued at
-once, as a user's import would, and the worker runs at the shipped settings.
+on the given GGUF, started here and stopped after the mode, with the arguments and the
+client settings `memwell up --llm-gguf` uses, and a worker of one process on the llm
+queue. Every turn is enqueued at once, as a user's import would, at shipped settings.
 
 Per mode: R@10 per category, R@10 with one evidence turn per hit, answer containment,
 tokens of the top 10, consolidation turns/s (enqueue to the last turn settled), model
@@ -30,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-import httpx
 from sqlalchemy import text
 
 from bench.evals.locomo import Scores, evaluate_memwell
@@ -41,6 +41,8 @@ from bench.harness.stack import LOCOMO_DEFAULT, full_stack, stop_group
 from memwell.core.settings import get_settings
 from memwell.db.engine import make_engine
 from memwell.intake.enqueue import enqueue_turns
+from memwell.llm.model_server import probe_model_server
+from memwell.local.llm_server import LocalLlmServer
 
 TENANT = "locomo"
 MODES = ("local", "llm", "hybrid")
@@ -84,31 +86,25 @@ def _session_number(dia: str) -> int:
 
 
 @contextmanager
-def model_server(gguf: Path, *, threads: int, ctx: int, root: Path) -> Iterator[str]:
-    """llama.cpp's OpenAI-compatible server on a loopback port; yields its base URL."""
-    port = free_port()
-    log = (root / f"llama-{port}.log").open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(ctx),
-         "--n_threads", str(threads), "--model_alias", "bench-model"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+def model_server(gguf: Path, *, threads: int, ctx: int, root: Path) -> Iterator[LocalLlmServer]:
+    """llama.cpp's OpenAI-compatible server on a loopback port, started with the
+    arguments `memwell up --llm-gguf` gives it."""
+    server = replace(
+        LocalLlmServer.from_settings(get_settings(), gguf),
+        port=free_port(), alias="bench-model", n_threads=threads, n_ctx=ctx,
     )  # fmt: skip
-    base = f"http://127.0.0.1:{port}/v1"
+    log = (root / f"llama-{server.port}.log").open("ab")
+    proc = subprocess.Popen(server.argv(Path(sys.executable)), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + SERVER_START_S
-        while True:
+        while not probe_model_server(server.base_url).up:
             if proc.poll() is not None:
                 raise RuntimeError(f"the model server exited; see {log.name}")
-            try:
-                if httpx.get(f"{base}/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the model server did not answer in {SERVER_START_S:.0f} s")
             time.sleep(0.5)
-        yield base
+        yield server
     finally:
         stop_group(proc)
         log.close()
@@ -189,23 +185,23 @@ def _fallbacks(conn: object) -> dict[str, int]:
 
 
 def run_mode(
-    conversations: list[Conversation], *, label: str, mode: str, endpoint: str | None
+    conversations: list[Conversation],
+    *,
+    label: str,
+    mode: str,
+    server: LocalLlmServer | None,
 ) -> ModeResult:
-    """One mode on a stack of its own: ingest the slice, ask its questions."""
+    """One mode on a stack of its own: ingest the slice, ask its questions. With a
+    model server, the workers run as `memwell up --llm-gguf` runs them: its settings
+    for the clients, and the llm queue in a worker of one process of its own."""
     env = {"MEMWELL_PIPELINE_MODE": mode}
-    if endpoint is not None:
-        # As `memwell up --llm-gguf` runs its children: a CPU model's call may wait for
-        # the server's one slot, then take tens of seconds.
-        env |= {
-            "OPENAI_BASE_URL": endpoint,
-            "MEMWELL_CHAT_MODEL": "bench-model",
-            "MEMWELL_LLM_TIMEOUT_S": os.environ.get("MEMWELL_LLM_TIMEOUT_S", "120"),
-        }
+    if server is not None:
+        env |= server.client_env(get_settings())
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     get_settings.cache_clear()
     try:
-        with full_stack(extra_env=env) as stack:
+        with full_stack(extra_env=env, llm_worker=server is not None) as stack:
             assert stack.redis_url is not None
             seconds = ingest(conversations, stack.database_url, stack.redis_url)
             scores = evaluate_memwell(conversations, stack.database_url, ["default"])["default"]
@@ -292,15 +288,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: list[ModeResult] = []
     if "local" in modes:
         print("==> local", file=sys.stderr)
-        results.append(run_mode(conversations, label="local", mode="local", endpoint=None))
+        results.append(run_mode(conversations, label="local", mode="local", server=None))
         print_tables(results, file=sys.stderr)  # so far: a later mode may take long
     for label, gguf in models.items():
         for mode in (m for m in modes if m != "local"):
             print(f"==> {mode} on {label}", file=sys.stderr)
             root = Path(os.environ.get("TMPDIR", "/tmp"))
-            with model_server(gguf, threads=args.threads, ctx=args.ctx, root=root) as url:
+            with model_server(gguf, threads=args.threads, ctx=args.ctx, root=root) as server:
                 results.append(
-                    run_mode(conversations, label=f"{mode} {label}", mode=mode, endpoint=url)
+                    run_mode(conversations, label=f"{mode} {label}", mode=mode, server=server)
                 )
             print_tables(results, file=sys.stderr)
     print_tables(results)

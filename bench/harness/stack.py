@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,6 +23,7 @@ import kombu.exceptions
 import redis.exceptions
 
 from bench.harness.evaldata import data_root
+from memwell.core.queues import ALL_QUEUES, NON_LLM_QUEUES, Queue
 from memwell.db import migrate
 from memwell.intake.dispatch import forget_producer, producer_app
 from memwell.local.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -102,16 +103,21 @@ def stop_group(proc: subprocess.Popen[bytes], *, timeout: float = 30) -> None:
 
 @contextmanager
 def worker_process(
-    stack: BenchStack, *, concurrency: int = 2, extra_env: Mapping[str, str] | None = None
+    stack: BenchStack,
+    *,
+    concurrency: int = 2,
+    extra_env: Mapping[str, str] | None = None,
+    queues: str = ALL_QUEUES,
+    name: str = "bench",
 ) -> Iterator[int]:
-    """One real Celery worker subprocess on every queue; yields its main pid.
+    """One real Celery worker subprocess on `queues`; yields its main pid.
     `extra_env` adds to the local-mode environment (an endpoint, a pipeline mode)."""
     assert stack.redis_url is not None
-    log = (stack.root / "worker.log").open("ab")
-    hostname = f"bench-{os.getpid()}@localhost"
+    log = (stack.root / f"{name}-worker.log").open("ab")
+    hostname = f"{name}-{os.getpid()}@localhost"
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
-         "-Q", "ingest,embed,llm,maintenance", "-c", str(concurrency), "-n", hostname,
+         "-Q", queues, "-c", str(concurrency), "-n", hostname,
          "--loglevel", "WARNING", "--without-gossip", "--without-mingle"],
         env={**service_env(stack), **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True, cwd=REPO_ROOT,
@@ -120,7 +126,7 @@ def worker_process(
         deadline = time.monotonic() + 120
         while not _pings(stack.redis_url, hostname):
             if worker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"worker did not start; see {stack.root / 'worker.log'}")
+                raise RuntimeError(f"worker did not start; see {log.name}")
         yield worker.pid
     finally:
         stop_group(worker)
@@ -139,17 +145,34 @@ def _pings(redis_url: str, hostname: str) -> bool:
 
 @contextmanager
 def full_stack(
-    *, concurrency: int = 2, extra_env: Mapping[str, str] | None = None
+    *,
+    concurrency: int = 2,
+    extra_env: Mapping[str, str] | None = None,
+    llm_worker: bool = False,
 ) -> Iterator[BenchStack]:
     """Postgres + Valkey + one real Celery worker subprocess (local mode, unless
-    `extra_env` names an endpoint or a pipeline mode)."""
-    with services() as stack:
+    `extra_env` names an endpoint or a pipeline mode). `llm_worker`: as `memwell up`
+    runs LLM mode, the llm queue gets a second worker of one process of its own."""
+    with services() as stack, ExitStack() as workers:
         env = service_env(stack)
         # In-process code of the benchmark (settings, enqueue) finds the same stack.
         os.environ.update({k: env[k] for k in ("DATABASE_URL", "REDIS_URL", "MEMWELL_DATA_DIR")})
         os.environ["MEMWELL_EMBEDDING_PROVIDER"] = "local"
-        with worker_process(stack, concurrency=concurrency, extra_env=extra_env) as pid:
-            yield replace(stack, worker_pid=pid)
+        queues = NON_LLM_QUEUES if llm_worker else ALL_QUEUES
+        pid = workers.enter_context(
+            worker_process(stack, concurrency=concurrency, extra_env=extra_env, queues=queues)
+        )
+        if llm_worker:
+            workers.enter_context(
+                worker_process(
+                    stack,
+                    concurrency=1,
+                    extra_env=extra_env,
+                    queues=Queue.LLM.value,
+                    name="bench-llm",
+                )  # fmt: skip
+            )
+        yield replace(stack, worker_pid=pid)
 
 
 def percentile(values: list[float], q: float) -> float:

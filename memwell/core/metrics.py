@@ -102,7 +102,7 @@ LLM_TOKENS_TOTAL = Counter(
 LLM_FALLBACKS_TOTAL = Counter(
     "memwell_llm_fallbacks_total",
     "Items a pipeline stage handed to local mode, by stage and reason (endpoint_error, "
-    "unreachable, timeout, invalid_output, over_budget, omitted).",
+    "unreachable, timeout, invalid_output, over_budget).",
     ["stage", "reason"],
 )
 EMBEDDINGS_TOTAL = Counter(

@@ -16,6 +16,11 @@ class Queue(StrEnum):
     MAINTENANCE = "maintenance"  # beat jobs
 
 
+#: Every queue, and every queue but the model's: a worker's `--queues` list.
+ALL_QUEUES = ",".join(q.value for q in Queue)
+NON_LLM_QUEUES = ",".join(q.value for q in Queue if q is not Queue.LLM)
+
+
 class TaskName(StrEnum):
     INGEST_TURNS = "memwell.ingest_turns"
     CONSOLIDATE_TURNS = "memwell.consolidate_turns"

@@ -248,10 +248,11 @@ class Settings(BaseSettings):
         default="auto",
         validation_alias="MEMWELL_PIPELINE_MODE",
         description="local: heuristic importance and sentence extraction. llm: the model "
-        "scores and extracts (local per item on a fallback). hybrid: local extraction "
-        "always, plus what the model's extraction adds. auto: hybrid when a model "
-        "endpoint is configured, else local; on LoCoMo, llm mode with a small local model "
-        "recalled less than local mode and hybrid never less (docs/evaluation.md).",
+        "scores and extracts (local per window on a fallback). hybrid: local extraction "
+        "always, plus the model's memories that add something. auto: local, endpoint or "
+        "not: on LoCoMo, llm and hybrid mode with small local models (0.5B, 1.5B) "
+        "recalled less than local mode (docs/evaluation.md); measure your model with "
+        "bench/evals/llm_modes.py before choosing llm or hybrid.",
     )
     llm_window_turns: int = Field(
         default=12,
@@ -267,6 +268,22 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_LLM_WINDOW_TOKENS",
         description="LLM mode: the most prompt tokens of messages in one analysis call "
         "(a message longer than this goes alone).",
+    )
+    llm_response_format: Literal["auto", "json_schema", "json_object", "none"] = Field(
+        default="auto",
+        validation_alias="MEMWELL_LLM_RESPONSE_FORMAT",
+        description="LLM mode: how structured calls ask for their JSON shape. auto: "
+        "json_schema, then json_object with the schema, then none, as the endpoint "
+        "accepts. none: the prompt alone (faster on llama-cpp-python, whose "
+        "grammar-constrained sampling is slow on a CPU); answers are validated either way.",
+    )
+    llm_answer: Literal["full", "brief"] = Field(
+        default="full",
+        validation_alias="MEMWELL_LLM_ANSWER",
+        description="LLM mode: what the analysis call asks for. full: each memory with a "
+        "score, a kind, its date, entities and relations. brief: score and kind only; the "
+        "local extractor reads the memory for entities (a small local model spends its "
+        "time on every token it writes).",
     )
     llm_reconcile: bool = Field(
         default=False,
@@ -900,10 +917,12 @@ class Settings(BaseSettings):
 
     @property
     def resolved_pipeline_mode(self) -> Literal["local", "llm", "hybrid"]:
-        """The pipeline mode `auto` stands for: hybrid with an endpoint (a model can add
-        to local extraction but never take from it), local without one."""
+        """The pipeline mode `auto` stands for: local, with an endpoint or without. On
+        LoCoMo, every mode with a small local model recalled less than local mode
+        (docs/evaluation.md), so the model joins consolidation only when an operator who
+        measured it on their own conversations asks for llm or hybrid."""
         if self.pipeline_mode == "auto":
-            return "hybrid" if self.llm_mode else "local"
+            return "local"
         return self.pipeline_mode
 
     @property

@@ -1,12 +1,12 @@
 """One client for the pipeline's structured (JSON) calls to any OpenAI-compatible
 endpoint: OpenAI, vLLM, Ollama, LM Studio, llama.cpp's server.
 
-- The request asks for the answer's JSON schema, which these servers turn into
-  constrained decoding: OpenAI's `response_format` json_schema first; an endpoint that
-  refuses it (HTTP 400/422, or an error that names response_format: llama-cpp-python's
-  server answers 500) is asked again with `json_object` plus the schema (the shape
-  llama-cpp-python takes), then with none, and this client remembers the shape that
-  worked.
+- The request asks for the answer's JSON schema (unless the operator's setting says
+  not to), which these servers turn into constrained decoding: OpenAI's
+  `response_format` json_schema first; an endpoint that refuses it (HTTP 400/422, or
+  an error that names response_format: llama-cpp-python's server answers 500) is
+  asked again with `json_object` plus the schema (the shape llama-cpp-python takes),
+  then with none, and this client remembers the shape that worked.
 - The answer is parsed and validated by a pydantic model. Bad output gets one retry,
   with the parse error shown to the model; a second failure is a fallback: the caller
   runs local mode for those items. Never lose the turn.
@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
@@ -50,12 +50,46 @@ FORMATS: Final = ("json_schema", "json_object")
 
 
 def parse_json_answer(content: str, schema: type[T]) -> T:
-    """The model's answer as `schema`; tolerates code fences and prose around it."""
+    """The model's answer as `schema`; tolerates code fences and prose around it, an
+    answer whose closing brackets are missing (a small model often stops after the
+    last array), and one cut short by its token limit."""
     text = _FENCE.sub("", content.strip())
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
         raise ValueError("no JSON object in the answer")
-    return schema.model_validate(json.loads(text[start : end + 1]))
+    # As written; with its open brackets closed; cut after its last whole object and
+    # closed (an answer that ran out of tokens keeps what it finished).
+    readings = (text[start : end + 1], close_brackets(text[start:]),
+                close_brackets(text[start : end + 1]))  # fmt: skip
+    first_error: json.JSONDecodeError | None = None
+    for reading in readings:
+        try:
+            return schema.model_validate(json.loads(reading))
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc
+    assert first_error is not None
+    raise first_error
+
+
+def close_brackets(text: str) -> str:
+    """`text` with the brackets it leaves open closed, in order (strings respected)."""
+    open_: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            open_.append("}" if ch == "{" else "]")
+        elif ch in "}]" and open_ and open_[-1] == ch:
+            open_.pop()
+    return text.rstrip() + "".join(reversed(open_))
 
 
 def response_format(schema: type[BaseModel], kind: str = "json_schema") -> dict[str, Any]:
@@ -73,6 +107,16 @@ def response_format(schema: type[BaseModel], kind: str = "json_schema") -> dict[
             "strict": False,
         },
     }
+
+
+def first_format(setting: str) -> int:
+    """Where the ladder starts for a `response_format` setting: auto and json_schema at
+    the top, none past its end. A server whose grammar-constrained sampling is slow
+    (llama-cpp-python's, on a CPU) answers faster with none, and the parse, retry and
+    fallback path still holds the answer to the schema."""
+    if setting == "none":
+        return len(FORMATS)
+    return FORMATS.index(setting) if setting in FORMATS else 0
 
 
 def refuses_format(exc: openai.APIStatusError) -> bool:
@@ -113,6 +157,7 @@ class StructuredLLM:
         max_retries: int = 2,
         limiter: RedisRateLimiter | None = None,
         usage: UsageSink | None = None,
+        response_format: str = "auto",
     ) -> None:
         self.model = model
         self.timeout_s = timeout_s
@@ -126,7 +171,7 @@ class StructuredLLM:
         self._limiter = limiter
         self._usage = usage
         #: the index in FORMATS of the shape the endpoint takes; len(FORMATS): none
-        self.format_index = 0
+        self.format_index = first_format(response_format)
 
     @property
     def schema_supported(self) -> bool:
@@ -143,16 +188,24 @@ class StructuredLLM:
         schema: type[T],
         deadline: float | None = None,
         items: int = 1,
+        max_tokens: int | None = None,
+        examples: Sequence[tuple[str, str]] = (),
     ) -> Answer[T]:
-        """The validated answer, or the reason to fall back for its `items` items."""
-        messages: list[dict[str, str]] = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": user},
-        ]
+        """The validated answer, or the reason to fall back for its `items` items.
+        `examples` are (question, answer) pairs shown before the question: a small model
+        copies an answer's shape far better than it follows a description of it, and a
+        server that keeps the previous prompt's prefix reads them once."""
+        messages: list[dict[str, str]] = [{"role": "system", "content": system}]
+        for question, example in examples:
+            messages += [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": example},
+            ]
+        messages.append({"role": "user", "content": user})
         reason = "invalid_output"
         try:
             for attempt in range(2):
-                content = self._complete(stage, tenant, messages, schema, deadline)
+                content = self._complete(stage, tenant, messages, schema, deadline, max_tokens)
                 try:
                     return Answer(parse_json_answer(content, schema))
                 except (ValueError, ValidationError) as exc:
@@ -185,6 +238,7 @@ class StructuredLLM:
         messages: list[dict[str, str]],
         schema: type[BaseModel],
         deadline: float | None,
+        max_tokens: int | None,
     ) -> str:
         timeout, retries = self.timeout_s, self.max_retries
         if deadline is not None:
@@ -197,7 +251,7 @@ class StructuredLLM:
             self._limiter.acquire(max_wait_s=None if deadline is None else timeout)
         client = self._client.with_options(timeout=timeout, max_retries=retries)
         try:
-            response = self._create(client, messages, schema)
+            response = self._create(client, messages, schema, max_tokens)
         except openai.APIError as exc:
             log.warning("%s: model endpoint failed, falling back to local: %s", stage, exc)
             record_llm_call(
@@ -220,12 +274,16 @@ class StructuredLLM:
         return response.choices[0].message.content or ""
 
     def _create(
-        self, client: openai.OpenAI, messages: list[dict[str, str]], schema: type[BaseModel]
+        self,
+        client: openai.OpenAI,
+        messages: list[dict[str, str]],
+        schema: type[BaseModel],
+        max_tokens: int | None,
     ) -> Any:
         """One completion, in the first `response_format` shape the endpoint takes."""
         payload: Any = messages
         while True:
-            extra: dict[str, Any] = {}
+            extra: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
             if self.schema_supported:
                 extra["response_format"] = response_format(schema, FORMATS[self.format_index])
             try:
@@ -233,7 +291,7 @@ class StructuredLLM:
                     model=self.model, messages=payload, temperature=0, **extra
                 )
             except openai.APIStatusError as exc:
-                if not extra or not refuses_format(exc):
+                if "response_format" not in extra or not refuses_format(exc):
                     raise
                 self.format_index += 1
                 log.warning(

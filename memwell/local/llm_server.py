@@ -126,6 +126,14 @@ class LocalLlmServer:
         # abandoning it at a hosted endpoint's 30 s would waste the work and fall back.
         if "llm_timeout_s" not in settings.model_fields_set:
             env["MEMWELL_LLM_TIMEOUT_S"] = str(LOCAL_LLM_TIMEOUT_S)
+        # On a CPU, every token the model writes costs tens of milliseconds, and
+        # llama-cpp-python's grammar-constrained sampling doubles that: the brief answer,
+        # asked for by the prompt alone (answers are validated either way), measured in
+        # docs/evaluation.md.
+        if "llm_response_format" not in settings.model_fields_set:
+            env["MEMWELL_LLM_RESPONSE_FORMAT"] = "none"
+        if "llm_answer" not in settings.model_fields_set:
+            env["MEMWELL_LLM_ANSWER"] = "brief"
         return env
 
 

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from memwell.core.metrics import MULTIPROC_ENV
-from memwell.core.queues import Queue
+from memwell.core.queues import NON_LLM_QUEUES, Queue
 from memwell.core.settings import Settings
 from memwell.core.stack import StackInfo, clear_stack, write_stack
 from memwell.db import migrate
@@ -108,10 +108,6 @@ def _child_env(
         # Keep the demo's story readable; errors from the services still show.
         env["MEMWELL_LOG_LEVEL"] = "WARNING"
     return env
-
-
-#: what the main worker consumes when the llm queue has a worker of its own
-NON_LLM_QUEUES = ",".join(q.value for q in Queue if q is not Queue.LLM)
 
 
 def _workers(cli: list[str], *, llm_pipeline: bool) -> list[Child]:

@@ -17,6 +17,11 @@ from memwell.pipeline.consolidate import Analyzer, ConsolidationConfig, LocalAna
 from memwell.pipeline.reconcile import Decider
 from memwell.pipeline.summarize import LocalSummarizer, Summarizer
 
+#: A model call started before the consolidate task's model deadline (half its soft
+#: limit) may end this share of the soft limit after it; the last quarter is left for
+#: embedding and reconcile.
+CALL_GRACE_SHARE = 0.25
+
 
 @dataclass(frozen=True)
 class PipelineSteps:
@@ -52,6 +57,7 @@ def build_steps(
             max_wait_s=settings.llm_rate_wait_s,
         ),
         usage=UsageRecorder(sessions),
+        response_format=settings.llm_response_format,
     )
     analyzer = LlmAnalyzer(
         llm,
@@ -59,6 +65,8 @@ def build_steps(
         window_turns=settings.llm_window_turns,
         window_tokens=settings.llm_window_tokens,
         hybrid=settings.resolved_pipeline_mode == "hybrid",
+        brief=settings.llm_answer == "brief",
+        call_grace_s=settings.consolidate_soft_limit_s * CALL_GRACE_SHARE,
     )
     # A model decision per candidate would cost a call each: only ambiguous cases, and
     # only when asked for; the local rule decides the rest.

@@ -1,31 +1,42 @@
-"""LLM mode's analysis: importance and memories for a window of messages per call.
+"""LLM mode's analysis: the memories of a window of messages, in one model call.
 
 One model call reads a window of consecutive messages of one session (the user's
-messages numbered, the assistant's shown as context only) and answers, for each
-numbered message, its importance and its memories. A window holds at most
-`window_turns` user messages and about `window_tokens` tokens of messages, so a
-conversation costs a call per several turns instead of three per turn; on a small
-local model the output tokens dominate, so the answer is compact JSON with no reasons.
+messages numbered, the assistant's shown as context only) and answers with a flat list
+of memories, each naming the message it comes from and scoring it. A window holds at
+most `window_turns` user messages and about `window_tokens` tokens of messages, so a
+conversation costs a call per several turns instead of three per turn. On a small local
+model the output tokens dominate the time, so the answer lists only what is worth
+remembering: a message the model passes over costs it nothing, and gets local mode's
+importance with no memory.
+
+Each memory comes with a score and a kind; the full answer also gives the date it
+holds from, and its entities and relations. The brief answer (`brief`, for a small
+local model, whose time goes into every token it writes) leaves those out, and the
+writer runs the local entity extractor on the memory. A score or kind left out is
+filled by local mode's rules.
 
 Each window falls back to local mode on its own when the endpoint fails or answers
-badly twice, and a message the model left out falls back alone; the memories say so
-in their metadata ({"extractor": "local", "fallback": "timeout"}). In hybrid mode the
-local extraction always runs, and the model's memories are added to it: configuring a
-model can then add inferences but never lose what local mode finds.
+badly twice; the memories say so in their metadata ({"extractor": "local",
+"fallback": "timeout"}). In hybrid mode local extraction always runs too, and
+memwell/pipeline/hybrid.py joins the two: local memories stay as they are, and the
+model's are added where they say something new, so configuring a model never loses
+what local mode finds. A memory citing the wrong message goes to the one whose words it shares.
 
-Windows start in order until the deadline, or until the shared rate limit is spent;
-the rest are not analysed (the caller leaves those turns pending for a new task).
+Windows start in order while the model, at the pace of its calls so far, can answer
+before the deadline, and until the shared rate limit is spent; the rest are not
+analysed (the caller leaves those turns pending for a new task).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Final, Literal
+from typing import Final
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from memwell.core.tokens import count_tokens
 from memwell.entities.llm_schema import EntityOut, RelationOut, to_extraction
@@ -33,43 +44,85 @@ from memwell.llm.provider_rate_limit import RateLimited
 from memwell.llm.structured import StructuredLLM
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import Analysis, LocalAnalyzer, TurnAnalysis
-from memwell.pipeline.extract import REMEMBERED_ROLES, TurnView
+from memwell.pipeline.extract import REMEMBERED_ROLES, TurnView, classify
 from memwell.pipeline.filler import strip_filler
+from memwell.pipeline.hybrid import best_message, combine
+from memwell.pipeline.importance import score_text, split_sentences
 from memwell.pipeline.llm_steps import DATA_NOTE, ENTITY_GUIDE
+from memwell.pipeline.rewrite import standalone
 
 STAGE: Final = "analyze"
+KINDS: Final = ("fact", "preference", "event")
+#: Output tokens allowed per judged message (brief and full answers), and for the
+#: answer's frame: room for about two memories each, and a stop for a small model that
+#: repeats itself until the context is full.
+TOKENS_PER_MESSAGE_BRIEF: Final = 70
+TOKENS_PER_MESSAGE: Final = 120
+TOKENS_PER_ANSWER: Final = 60
 
-ANALYZE_PROMPT = f"""You pick what to remember about the user from a chat. Judge each
+_ANALYZE_HEAD = """You pick what to remember about the people in a chat. Read each
 <msg id=N> message; <ctx> lines are context only (never remember what the assistant
-says). For each msg give score 1-10 (8-10 identity, preferences, goals, decisions, life
-events, relationships; 4-7 opinions, plans; 1-3 greetings, thanks, small talk) and its
-memories: standalone sentences naming the speaker (never "I" or "you"), absolute dates
-(each msg has its date), kind fact, preference or event, valid_from YYYY-MM-DD only when
-stated else null. State only what the msg says or clearly implies; no greetings, thanks
-or small talk. {ENTITY_GUIDE} {DATA_NOTE}
-Answer with only compact JSON: {{"turns": [{{"id": 1, "score": 7, "memories": [{{"kind":
-"fact", "content": "...", "valid_from": null, "entities": [{{"name": "...", "kind":
-"..."}}], "relations": [{{"subject": "...", "relation": "...", "object": null, "value":
-null}}]}}]}}]}}"""
+says). Write each thing worth remembering as one standalone sentence naming the
+speaker (never "I" or "you"), with absolute dates (a <date> line dates the msgs after
+it): identity, preferences, goals, decisions, life events, relationships, opinions,
+plans. State only what the msg says or clearly implies. Skip greetings, thanks, small
+talk and questions; a msg may have no memory. Give each memory the id of its msg, a
+score 1-10 (8-10 identity, life events, relationships, decisions; 4-7 opinions, plans)
+and a kind (fact, preference or event)"""
+
+#: The brief answer: no valid time, entities or relations (the local extractor reads
+#: the memory for those).
+ANALYZE_PROMPT_BRIEF = f"""{_ANALYZE_HEAD}. {DATA_NOTE}
+Answer with only compact JSON: {{"memories": [{{"id": 1, "score": 8, "kind": "fact",
+"content": "..."}}]}}"""
+
+ANALYZE_PROMPT = f"""{_ANALYZE_HEAD}, and valid_from YYYY-MM-DD only when a date is
+stated, else null. {ENTITY_GUIDE} {DATA_NOTE}
+Answer with only compact JSON: {{"memories": [{{"id": 1, "score": 8, "kind": "fact",
+"content": "...", "valid_from": null, "entities": [{{"name": "...", "kind": "..."}}],
+"relations": [{{"subject": "...", "relation": "...", "object": null, "value":
+null}}]}}]}}"""
+
+#: "Melanie: I painted…": a small model copies the transcript's speaker label
+_SPEAKER_LABEL: Final = re.compile(r"^\s*[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+")
 
 
 class MemoryOut(BaseModel):
-    kind: Literal["fact", "preference", "event"]
+    #: the number of the message it comes from
+    id: int
+    #: None (the brief answer): local mode scores and classifies the memory's text
+    score: int | None = None
+    kind: str | None = None
     content: str = Field(min_length=3, max_length=1000)
     valid_from: date | None = None
     #: None (left out): the writer runs the local extractor on the memory instead
     entities: list[EntityOut] | None = Field(default=None, max_length=30)
     relations: list[RelationOut] = Field(default_factory=list, max_length=30)
 
+    # A small model's near miss costs one field, not the whole window's answer.
+    @field_validator("score", mode="before")
+    @classmethod
+    def _clamp(cls, value: object) -> object:
+        return min(10, max(1, value)) if isinstance(value, int) else value
 
-class TurnOut(BaseModel):
-    id: int
-    score: int = Field(ge=1, le=10)
-    memories: list[MemoryOut] = Field(default_factory=list, max_length=10)
+    @field_validator("valid_from", mode="before")
+    @classmethod
+    def _date_or_none(cls, value: object) -> object:
+        if isinstance(value, str):
+            try:
+                return date.fromisoformat(value)
+            except ValueError:
+                return None
+        return value
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _known_kind(cls, value: object) -> object:
+        return value if value in KINDS or value is None else "fact"
 
 
 class WindowOut(BaseModel):
-    turns: list[TurnOut] = Field(max_length=64)
+    memories: list[MemoryOut] = Field(default_factory=list, max_length=128)
 
 
 @dataclass
@@ -102,40 +155,58 @@ def windows(turns: Sequence[TurnView], *, max_turns: int, max_tokens: int) -> li
 
 
 def render_window(window: Window) -> str:
-    """The window as the prompt's quoted data; judged messages numbered from 1."""
+    """The window as the prompt's quoted data; judged messages numbered from 1. The
+    date stands on a line of its own when it changes, not on every message: a CPU model
+    reads the tags of every message at every call."""
     lines: list[str] = []
     first = window.turns[0]
     if first.role in REMEMBERED_ROLES and first.replying_to is not None:
         lines.append(f"<ctx>asked: {first.replying_to.text}</ctx>")
-    n = 0
+    n, day = 0, ""
     for t in window.turns:
+        if (said := f"{t.created_at:%Y-%m-%d}") != day:
+            day = said
+            lines.append(f"<date>{day}</date>")
         if t.role in REMEMBERED_ROLES:
             n += 1
-            lines.append(
-                f'<msg id={n} speaker="{t.speaker}" date="{t.created_at:%Y-%m-%d}">'
-                f"{t.content}</msg>"
-            )
+            lines.append(f'<msg id={n} from="{t.speaker}">{t.content}</msg>')
         else:
-            lines.append(f'<ctx speaker="{t.speaker}">{t.content}</ctx>')
+            lines.append(f'<ctx from="{t.speaker}">{t.content}</ctx>')
     return "\n".join(lines)
 
 
-def _candidates(turn: TurnView, out: TurnOut, importance: float) -> list[Candidate]:
+def tidy(content: str, turn: TurnView) -> tuple[str, bool]:
+    """A model's memory as local mode writes its own: no speaker label, greeting or
+    question; the speaker named instead of "I", dates made absolute (True if one was). A
+    small model often copies a message where it should restate it; this makes the copy
+    a memory. Empty when nothing is left."""
+    text = strip_filler(_SPEAKER_LABEL.sub("", content.strip(), count=1))
+    statements = [s for s in split_sentences(text) if not s.endswith("?")]
+    if not statements:
+        return "", False
+    return standalone(" ".join(statements), speaker=turn.speaker, when=turn.created_at)
+
+
+def _candidates(turn: TurnView, memories: list[MemoryOut], floor: float) -> list[Candidate]:
+    """The model's memories of `turn`; each at least `floor` important."""
     found: list[Candidate] = []
-    for m in out.memories:
-        content = strip_filler(m.content.strip())
+    agent_id = turn.metadata.get("agent_id")
+    for m in memories:
+        content, dated = tidy(m.content, turn)
         if len(content.split()) < 2:
-            continue  # it was all greeting
+            continue  # it was all greeting or questions
+        scored = score_text(content) if m.score is None else (m.score - 1) / 9
         found.append(
             Candidate(
                 tenant=turn.tenant,
                 user_id=turn.user_id,
                 session_id=turn.session_id,
-                kind=m.kind,
+                kind=m.kind or classify(content, dated=dated),
                 content=content,
-                importance=importance,
+                importance=round(max(floor, scored), 4),
                 event_time=turn.created_at,
                 source_turn_ids=[turn.turn_id],
+                agent_id=agent_id if isinstance(agent_id, str) else None,
                 metadata={
                     "speaker": turn.speaker,
                     "extractor": "llm",
@@ -153,7 +224,7 @@ def with_fallback(candidates: list[Candidate], reason: str) -> list[Candidate]:
 
 
 class LlmAnalyzer:
-    """Windowed analysis by the model, local fallback per window and per message."""
+    """Windowed analysis by the model, local fallback per window."""
 
     def __init__(
         self,
@@ -163,19 +234,31 @@ class LlmAnalyzer:
         window_turns: int,
         window_tokens: int,
         hybrid: bool = False,
+        brief: bool = False,
+        call_grace_s: float = 0.0,
     ) -> None:
         self.llm = llm
         self.local = local
         self.window_turns = window_turns
         self.window_tokens = window_tokens
         self.hybrid = hybrid
+        #: how far past the deadline a call started before it may run: a window started
+        #: on time is answered, not cut off (its turns would fall back)
+        self.call_grace_s = call_grace_s
+        #: how long the model has taken per judged message, smoothed over the calls that
+        #: answered; None until one has
+        self.seconds_per_message: float | None = None
+        self.prompt = ANALYZE_PROMPT_BRIEF if brief else ANALYZE_PROMPT
+        self.tokens_per_message = TOKENS_PER_MESSAGE_BRIEF if brief else TOKENS_PER_MESSAGE
 
     def analyze(self, turns: Sequence[TurnView], *, deadline: float | None) -> Analysis:
         analysis = Analysis()
         cut = windows(turns, max_turns=self.window_turns, max_tokens=self.window_tokens)
         for i, window in enumerate(cut):
-            if i and deadline is not None and time.monotonic() >= deadline:
-                break  # the rest stays pending, for a new task
+            if i and deadline is not None and time.monotonic() + self.expected_s(window) > deadline:
+                # The rest stays pending, for a new task: a call cut off by the deadline
+                # would fall back, and on a one-slot server it would still hold the slot.
+                break
             try:
                 self._window(analysis, window, deadline)
             except RateLimited:
@@ -184,6 +267,17 @@ class LlmAnalyzer:
                 break  # keep what is done; the rest stays pending
         return analysis
 
+    def expected_s(self, window: Window) -> float:
+        """How long the model should take over `window`, from the calls so far."""
+        if self.seconds_per_message is None:
+            return 0.0
+        return self.seconds_per_message * len(window.judged)
+
+    def _observe(self, seconds: float, messages: int) -> None:
+        observed = seconds / max(1, messages)
+        last = self.seconds_per_message
+        self.seconds_per_message = observed if last is None else 0.7 * last + 0.3 * observed
+
     def _window(self, analysis: Analysis, window: Window, deadline: float | None) -> None:
         judged = window.judged
         for t in window.turns:
@@ -191,30 +285,35 @@ class LlmAnalyzer:
                 self.local.analyze_one(analysis, t)  # context: no memories, no call
         if not judged:
             return
+        started = time.monotonic()
         answer = self.llm.call(
             stage=STAGE,
             tenant=judged[0].tenant,
-            system=ANALYZE_PROMPT,
+            system=self.prompt,
             user=render_window(window),
             schema=WindowOut,
-            deadline=deadline,
+            deadline=None if deadline is None else deadline + self.call_grace_s,
             items=len(judged),
+            max_tokens=TOKENS_PER_ANSWER + self.tokens_per_message * len(judged),
         )
         if answer.value is None:
             for t in judged:
                 self._local(analysis, t, answer.fallback or "invalid_output")
             return
-        by_id = {o.id: o for o in answer.value.turns}
-        omitted = 0
+        self._observe(time.monotonic() - started, len(judged))
+        by_message: dict[int, list[MemoryOut]] = {}
+        written: set[str] = set()
+        texts, names = [t.content for t in judged], sorted({t.speaker for t in judged})
+        context = [t.content for t in window.turns if t.role not in REMEMBERED_ROLES]
+        for m in answer.value.memories:
+            if m.content in written:
+                continue  # a small model repeating itself, under the next ids
+            written.add(m.content)
+            n = best_message(m.content, m.id, texts, context=context, names=names)
+            if n is not None:
+                by_message.setdefault(n, []).append(m)
         for n, t in enumerate(judged, start=1):
-            out = by_id.get(n)
-            if out is None:
-                omitted += 1
-                self._local(analysis, t, "omitted")
-                continue
-            self._from_model(analysis, t, out)
-        if omitted:
-            self.llm.fallback(judged[0].tenant, STAGE, "omitted", items=omitted)
+            self._from_model(analysis, t, by_message.get(n, []))
 
     def _local(self, analysis: Analysis, turn: TurnView, reason: str) -> None:
         self.local.analyze_one(analysis, turn)
@@ -224,17 +323,26 @@ class LlmAnalyzer:
                 done.importance, with_fallback(done.candidates, reason)
             )
 
-    def _from_model(self, analysis: Analysis, turn: TurnView, out: TurnOut) -> None:
-        importance = round((out.score - 1) / 9, 4)
-        local: list[Candidate] = []
+    def _from_model(self, analysis: Analysis, turn: TurnView, memories: list[MemoryOut]) -> None:
         if self.hybrid:
             self.local.analyze_one(analysis, turn)
             done = analysis.done.get(turn.turn_id)
             if done is None:
                 return  # failed: recorded as such
-            local = done.candidates
-            importance = max(importance, done.importance)
-        model = _candidates(turn, out, importance) if importance >= self.local.threshold else []
-        seen = {c.content for c in local}
-        extra = [c for c in model if c.content not in seen]
-        analysis.done[turn.turn_id] = TurnAnalysis(importance, local + extra)
+            # Importance by the local rule too: retrieval ranks by it, and a small
+            # model scores nearly everything 8 or 9, which lifts its copies above the
+            # local memories they would otherwise sit beside.
+            model = [
+                replace(c, importance=round(score_text(c.content), 4))
+                for c in _candidates(turn, memories, 0.0)
+            ]
+            keep = [c for c in model if c.importance >= self.local.threshold]
+            analysis.done[turn.turn_id] = TurnAnalysis(
+                done.importance, combine(keep, done.candidates)
+            )
+            return
+        model = _candidates(turn, memories, 0.0)
+        keep = [c for c in model if c.importance >= self.local.threshold]
+        scored = [c.importance for c in model]
+        importance = max(scored) if scored else self.local.importance(turn)
+        analysis.done[turn.turn_id] = TurnAnalysis(importance, keep)

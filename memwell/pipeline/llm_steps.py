@@ -131,5 +131,8 @@ class LlmSummarizer:
             user=f"<summary>{previous or ''}</summary>\n{body}",
             schema=SummaryOut,
             deadline=time.monotonic() + SUMMARY_BUDGET_S,
+            # room for the summary's words in tokens, and a stop for a small model
+            # that repeats itself until its context is full
+            max_tokens=words * 2 + 40,
         ).value
         return self.local.summarize(previous, turns) if out is None else out.summary.strip()

@@ -28,9 +28,11 @@ from tests.support.fake_openai import FakeOpenAI, Malformed, Reply
 
 SAID = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
-MEMORIES = {
+ANSWER = {
     "memories": [
         {
+            "id": 1,
+            "score": 9,
             "kind": "fact",
             "content": "Caroline's sister Ana lives in Boston.",
             "entities": [
@@ -45,10 +47,9 @@ MEMORIES = {
                 {"subject": "Ana", "relation": "likes"},
             ],
         },
-        {"kind": "preference", "content": "Caroline loves pottery."},
+        {"id": 1, "score": 9, "kind": "preference", "content": "Caroline loves pottery."},
     ]
 }
-ANSWER = {"turns": [{"id": 1, "score": 9, **MEMORIES}]}
 
 
 @pytest.fixture

@@ -218,6 +218,8 @@ def test_the_clients_are_pointed_at_the_server(gguf: Path, monkeypatch: pytest.M
     # What the operator did not set: the session's test stack sets these in os.environ.
     monkeypatch.delenv("MEMWELL_EMBEDDING_PROVIDER", raising=False)
     monkeypatch.delenv("MEMWELL_LLM_TIMEOUT_S", raising=False)
+    monkeypatch.delenv("MEMWELL_LLM_RESPONSE_FORMAT", raising=False)
+    monkeypatch.delenv("MEMWELL_LLM_ANSWER", raising=False)
     server = _server(gguf)
     env = server.client_env(Settings())
     assert env == {
@@ -226,14 +228,22 @@ def test_the_clients_are_pointed_at_the_server(gguf: Path, monkeypatch: pytest.M
         "MEMWELL_LOCAL_LLM_URL": server.base_url,
         "MEMWELL_EMBEDDING_PROVIDER": "local",
         "MEMWELL_LLM_TIMEOUT_S": "120.0",
+        "MEMWELL_LLM_RESPONSE_FORMAT": "none",
+        "MEMWELL_LLM_ANSWER": "brief",
     }
-    # The children's settings: LLM mode on this server, memories embedded locally.
+    # The children's settings: the chat doors on this server, memories embedded locally.
     child = Settings(**env)  # type: ignore[arg-type]
-    assert child.pipeline_uses_llm and child.resolved_embedding_provider == "local"
+    assert child.llm_mode and child.resolved_embedding_provider == "local"
+    assert child.llm_response_format == "none" and child.llm_answer == "brief"
     explicit = server.client_env(
-        Settings(MEMWELL_EMBEDDING_PROVIDER="openai", MEMWELL_LLM_TIMEOUT_S=10)  # type: ignore[call-arg]
+        Settings(
+            MEMWELL_EMBEDDING_PROVIDER="openai",
+            MEMWELL_LLM_TIMEOUT_S=10,
+            MEMWELL_LLM_RESPONSE_FORMAT="json_schema",
+            MEMWELL_LLM_ANSWER="full",
+        )  # type: ignore[call-arg]
     )
-    assert "MEMWELL_EMBEDDING_PROVIDER" not in explicit and "MEMWELL_LLM_TIMEOUT_S" not in explicit
+    assert set(explicit) == {"OPENAI_BASE_URL", "MEMWELL_CHAT_MODEL", "MEMWELL_LOCAL_LLM_URL"}
 
 
 def test_the_alias_defaults_to_the_file_name_and_threads_to_the_cores(gguf: Path) -> None:

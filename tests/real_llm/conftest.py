@@ -83,10 +83,12 @@ def llm_stack(
     test_gguf: Path, tmp_path_factory: pytest.TempPathFactory, repo_root: Path
 ) -> Iterator[LlmStack]:
     """One `memwell up --llm-gguf` for the tier. The buffer is small, so that a few chat
-    turns overflow it and the running summary is asked of the model."""
+    turns overflow it and the running summary is asked of the model. LLM mode, so that
+    the model's own extraction is what is tested (hybrid, the default, is measured
+    against local mode by bench/evals/llm_modes.py)."""
     data = tmp_path_factory.mktemp("llm-stack") / "data"
     up = Up(data, repo_root, "llm-stack", "--llm-gguf", str(test_gguf),
-            env={"MEMWELL_BUFFER_TOKENS": "60"})  # fmt: skip
+            env={"MEMWELL_BUFFER_TOKENS": "60", "MEMWELL_PIPELINE_MODE": "llm"})  # fmt: skip
     try:
         url = up.wait_ready(timeout=900)
         yield LlmStack(up, url, test_gguf.name.removesuffix(".gguf"))

@@ -1,5 +1,11 @@
 """`memwell up --llm-gguf <the 0.5B model> --demo --exit-after-demo`, as the README
-says: three `[ok]` lines, and the memories it recalled were written by the model."""
+says: three `[ok]` lines, and each memory it recalled says who wrote it.
+
+At the default pipeline mode (auto: local, with a model or without) the chat replies
+come from the model and consolidation is local mode's: every mode that used the 0.5B
+model recalled less on LoCoMo (docs/evaluation.md). It mostly copies, invents ("Ada
+Okafor is a software engineer") or restates the assistant. The model's own extraction
+is tested in LLM mode by test_pipeline.py."""
 
 from __future__ import annotations
 
@@ -23,7 +29,7 @@ RECALLED = re.compile(
 )
 
 
-def test_the_demo_recalls_what_the_model_wrote(
+def test_the_demo_recalls_each_fact_and_says_who_wrote_it(
     test_gguf: Path, tmp_path: Path, repo_root: Path
 ) -> None:
     data = tmp_path / "data"
@@ -40,9 +46,12 @@ def test_the_demo_recalls_what_the_model_wrote(
     tops = [m["top"] for m in RECALLED.finditer(text)]
     assert len(tops) == 3, text[-3000:]
     stored = _memories(data, user["user"])
+    writers = {}
     for top in tops:
         assert top in stored, (top, sorted(stored))
-        assert extractor(stored[top]) == "llm", (top, stored[top])
+        writers[top] = extractor(stored[top])
+    print(f"recalled, by writer: {writers}")
+    assert set(writers.values()) <= {"llm", "local"}, writers
 
 
 def _memories(data: Path, user_id: str) -> dict[str, dict[str, object]]:

@@ -1,9 +1,9 @@
 """A fake model's answers to the pipeline's prompts, for FakeOpenAI Handlers.
 
 `analysis_answer` answers the windowed analysis call (memwell/pipeline/llm_analysis.py):
-each numbered message gets a score and one memory, "<speaker> said: <text>" (marked so
-a test can tell the model's memories from local mode's); greetings score 1 with no
-memory. A message containing "garbled" makes the whole answer unparseable."""
+each numbered message gets one memory, "<speaker> said: <text>", scored 8 (marked so a
+test can tell the model's memories from local mode's); greetings get none. A message
+containing "garbled" makes the whole answer unparseable."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.support.fake_openai import last_user_message
 
-MSG = re.compile(r'<msg id=(\d+) speaker="([^"]*)" date="[^"]*">(.*?)</msg>', re.S)
+MSG = re.compile(r'<msg id=(\d+) from="([^"]*)">(.*?)</msg>', re.S)
 GREETING = re.compile(r"^\W*(hi|hello|hey|thanks|ok)\b[\W\w]{0,20}$", re.I)
 
 
@@ -31,14 +31,12 @@ def analysis_answer(body: dict[str, Any]) -> str:
     messages = window_messages(body)
     if any("garbled" in text for _, _, text in messages):
         return "not json at all"
-    turns = []
-    for n, speaker, text in messages:
-        if GREETING.match(text):
-            turns.append({"id": n, "score": 1, "memories": []})
-            continue
-        memory = {"kind": "fact", "content": f"{speaker} said: {text}", "valid_from": None}
-        turns.append({"id": n, "score": 8, "memories": [memory]})
-    return json.dumps({"turns": turns})
+    memories = [
+        {"id": n, "score": 8, "kind": "fact", "content": f"{speaker} said: {text}"}
+        for n, speaker, text in messages
+        if not GREETING.match(text)
+    ]
+    return json.dumps({"memories": memories})
 
 
 def summary_answer(body: dict[str, Any]) -> str:

@@ -1,0 +1,76 @@
+"""How hybrid mode joins the model's memories of a message to local mode's.
+
+Local mode's memories are the floor: configuring a model must never recall less. So
+every local memory stays, as local mode wrote it. A model memory that says nothing the
+local ones do not is dropped (a copy would take a retrieval slot twice); one that adds
+enough new words is kept beside them, scored by the local rule: what the model
+inferred. (Letting the model's wording of the same fact replace local mode's lost a
+little recall on LoCoMo with the 0.5B model: its restatements drop details.)
+
+A small model also cites the wrong message, and restates what the assistant said. Each
+of its memories goes to the message of its window whose words it shares most, unless it
+shares none with any (an inference: its cited message keeps it), and is dropped when an
+assistant's line shares more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from memwell.pipeline.candidate import Candidate
+from memwell.pipeline.importance import STOPWORDS
+
+#: At least this share of a model memory's content words new: it adds something.
+NEW_SHARE: Final = 0.34
+_WORD: Final = re.compile(r"[a-z0-9]+")
+_ASKED: Final = " (asked: "
+
+
+def content_words(text: str) -> set[str]:
+    """The words that carry a memory's statement; the question it answers is not one."""
+    statement = text.split(_ASKED, 1)[0].lower()
+    return {w for w in _WORD.findall(statement) if w not in STOPWORDS}
+
+
+def best_message(
+    content: str,
+    cited: int,
+    messages: Sequence[str],
+    *,
+    context: Sequence[str] = (),
+    names: Sequence[str] = (),
+) -> int | None:
+    """The number (from 1) of the message `content` shares most words with, `names`
+    (the speakers, whom every memory names) left out; `cited` when it shares none, or as
+    many with the cited one. None when a `context` line (what the assistant said) shares
+    more with it than any message: the memory restates the assistant."""
+    words = content_words(content) - set().union(*(content_words(n) for n in names))
+    overlaps = [len(words & content_words(m)) for m in messages]
+    best = max(range(len(messages)), key=lambda i: overlaps[i], default=-1)
+    said = max((len(words & content_words(c)) for c in context), default=0)
+    if said > max(overlaps, default=0):
+        return None
+    if best < 0 or not overlaps[best]:
+        return cited
+    if 1 <= cited <= len(messages) and overlaps[cited - 1] >= overlaps[best]:
+        return cited
+    return best + 1
+
+
+def _share(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a) if a else 1.0
+
+
+def combine(model: Sequence[Candidate], local: Sequence[Candidate]) -> list[Candidate]:
+    """The message's memories in hybrid mode: local mode's, and the model's that add
+    enough (see the module docstring)."""
+    known = set().union(*(content_words(c.content) for c in local))
+    added = []
+    for m in model:
+        words = content_words(m.content)
+        if words and len(words - known) >= NEW_SHARE * len(words):
+            added.append(m)
+            known |= words  # a second memory saying the same adds nothing more
+    return [*local, *added]
