@@ -26,7 +26,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
@@ -189,19 +189,12 @@ class StructuredLLM:
         deadline: float | None = None,
         items: int = 1,
         max_tokens: int | None = None,
-        examples: Sequence[tuple[str, str]] = (),
     ) -> Answer[T]:
-        """The validated answer, or the reason to fall back for its `items` items.
-        `examples` are (question, answer) pairs shown before the question: a small model
-        copies an answer's shape far better than it follows a description of it, and a
-        server that keeps the previous prompt's prefix reads them once."""
-        messages: list[dict[str, str]] = [{"role": "system", "content": system}]
-        for question, example in examples:
-            messages += [
-                {"role": "user", "content": question},
-                {"role": "assistant", "content": example},
-            ]
-        messages.append({"role": "user", "content": user})
+        """The validated answer, or the reason to fall back for its `items` items."""
+        messages: list[dict[str, str]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ]
         reason = "invalid_output"
         try:
             for attempt in range(2):

@@ -15,23 +15,20 @@ assistant's line shares more.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Final
 
+from memwell.pipeline import importance
 from memwell.pipeline.candidate import Candidate
-from memwell.pipeline.importance import STOPWORDS
 
 #: At least this share of a model memory's content words new: it adds something.
 NEW_SHARE: Final = 0.34
-_WORD: Final = re.compile(r"[a-z0-9]+")
 _ASKED: Final = " (asked: "
 
 
 def content_words(text: str) -> set[str]:
     """The words that carry a memory's statement; the question it answers is not one."""
-    statement = text.split(_ASKED, 1)[0].lower()
-    return {w for w in _WORD.findall(statement) if w not in STOPWORDS}
+    return set(importance.content_words(text.split(_ASKED, 1)[0]))
 
 
 def best_message(
@@ -57,10 +54,6 @@ def best_message(
     if 1 <= cited <= len(messages) and overlaps[cited - 1] >= overlaps[best]:
         return cited
     return best + 1
-
-
-def _share(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a) if a else 1.0
 
 
 def combine(model: Sequence[Candidate], local: Sequence[Candidate]) -> list[Candidate]:
