@@ -105,6 +105,12 @@ LLM_FALLBACKS_TOTAL = Counter(
     "unreachable, timeout, invalid_output, over_budget).",
     ["stage", "reason"],
 )
+LLM_DEFERRALS_TOTAL = Counter(
+    "memwell_llm_deferrals_total",
+    "Items a pipeline stage left for a later model call because the model ran out of "
+    "time (a slow model finishes them later, in smaller windows), by stage.",
+    ["stage"],
+)
 EMBEDDINGS_TOTAL = Counter(
     "memwell_embeddings_total",
     "Texts embedded, by use (query, memory) and model; rate() gives embeddings per second.",

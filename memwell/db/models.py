@@ -518,6 +518,9 @@ class LlmUsage(Base):
     fallback_reasons: Mapped[dict[str, int]] = mapped_column(
         JSONB, server_default=text("'{}'::jsonb")
     )
+    # Items left for a later call: the model ran out of time, and the items were sent
+    # again (in smaller windows) rather than falling back.
+    deferrals: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
 
 class ApiKey(Base):

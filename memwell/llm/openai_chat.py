@@ -1,7 +1,14 @@
-"""Chat through any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LM Studio)."""
+"""Chat through any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, LM Studio).
+
+A reply has a total time (MEMWELL_LLM_TIMEOUT_S), the SDK's retries included: httpx's
+timeout bounds each read alone, and an endpoint that drips its answer would hold the
+request for as long as it liked. A stream is bounded per read only: it is meant to
+last as long as the reply, and its reader sees every token as it comes.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -10,6 +17,7 @@ import openai
 
 from memwell.core.errors import ServiceUnavailable
 from memwell.llm.base import ModelReply, ModelRequest, StreamUsage
+from memwell.llm.structured import describe_error
 
 
 @contextmanager
@@ -17,8 +25,10 @@ def _endpoint_errors() -> Iterator[None]:
     """The endpoint's failures as ServiceUnavailable, the same for a reply and a stream."""
     try:
         yield
+    except TimeoutError as exc:
+        raise ServiceUnavailable("model endpoint unavailable: no reply in time") from exc
     except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError) as exc:
-        raise ServiceUnavailable(f"model endpoint unavailable: {exc}") from exc
+        raise ServiceUnavailable(f"model endpoint unavailable: {describe_error(exc)}") from exc
     except openai.APIStatusError as exc:
         raise ServiceUnavailable(f"model endpoint answered {exc.status_code}") from exc
     except openai.APIError as exc:  # an error event inside a stream
@@ -36,6 +46,7 @@ class OpenAIChatModel:
         max_retries: int = 2,
     ) -> None:
         self.name = model
+        self.timeout_s = timeout_s
         # Local servers accept any key, but the SDK insists on one.
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
@@ -47,9 +58,10 @@ class OpenAIChatModel:
     async def complete(self, request: ModelRequest) -> ModelReply:
         messages: Any = request.messages
         with _endpoint_errors():
-            response = await self._client.chat.completions.create(
-                model=self.name, messages=messages
-            )
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.chat.completions.create(
+                    model=self.name, messages=messages
+                )
         choice = response.choices[0]
         usage = response.usage
         return ModelReply(

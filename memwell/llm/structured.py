@@ -10,30 +10,40 @@ endpoint: OpenAI, vLLM, Ollama, LM Studio, llama.cpp's server.
 - The answer is parsed and validated by a pydantic model. Bad output gets one retry,
   with the parse error shown to the model; a second failure is a fallback: the caller
   runs local mode for those items. Never lose the turn.
-- HTTP 429 and 5xx are retried by the SDK (it honours Retry-After) while time allows;
-  a failure after that, or a timeout, is a fallback too.
-- A `deadline` (time.monotonic()) bounds the call: its timeout, the SDK's retries and
-  the wait for the shared rate limit all fit before it, so a slow model cannot hold a
-  task past its time limit. A rate limit still spent after that wait raises
-  RateLimited: the caller stops and retries later, it does not fall back.
-- Every fallback is counted by stage and reason: in /metrics
-  (memwell_llm_fallbacks_total) and in llm_usage, next to the tokens.
+- HTTP 408, 409, 429 and 5xx, and a connection that fails, are retried here (Retry-After
+  honoured) while the call's time allows; a failure after that is a fallback too.
+- A call has a total time: the operator's MEMWELL_LLM_TIMEOUT_S, or less when a
+  `deadline` (time.monotonic()) comes first. Every connect, read and write of the call,
+  and its retries, fit inside it (memwell/llm/call_deadline.py), so an endpoint that
+  drips its answer byte by byte cannot hold a task past it either. A rate limit still
+  spent after its wait raises RateLimited: the caller stops and retries later, it does
+  not fall back.
+- A call that ran out of time is a fallback, or, when the caller asks for it
+  (`on_timeout="defer"`), an answer still to come: the caller sends those items again
+  later, when a slow model has the time (memwell/pipeline/llm_analysis.py).
+- Every fallback and every deferral is counted by stage (and a fallback by reason): in
+  /metrics (memwell_llm_fallbacks_total, memwell_llm_deferrals_total) and in
+  llm_usage, next to the tokens. Logs name the stage, the error's class and its HTTP
+  status, never an endpoint's error body: an endpoint that echoes its prompt would put
+  users' messages there.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar
 
 import openai
 from pydantic import BaseModel, ValidationError
 
-from memwell.core.metrics import LLM_FALLBACKS_TOTAL, record_llm_call
+from memwell.core.metrics import LLM_DEFERRALS_TOTAL, LLM_FALLBACKS_TOTAL, record_llm_call
+from memwell.llm.call_deadline import bounded_http_client, call_deadline
 from memwell.llm.provider_rate_limit import RedisRateLimiter
 
 log = logging.getLogger(__name__)
@@ -47,6 +57,12 @@ MIN_CALL_S: Final = 5.0
 _SCHEMA_REFUSED: Final = frozenset({400, 422})
 #: The shapes of `response_format` tried in turn, most standard first; then none.
 FORMATS: Final = ("json_schema", "json_object")
+#: Statuses an endpoint answers when trying again later may succeed.
+_RETRIED_STATUSES: Final = frozenset({408, 409, 429})
+#: The first wait between tries, doubled each time up to the cap (with jitter).
+RETRY_FIRST_S: Final = 0.5
+RETRY_CAP_S: Final = 8.0
+TIMEOUT: Final = "timeout"
 
 
 def parse_json_answer(content: str, schema: type[T]) -> T:
@@ -126,10 +142,12 @@ def refuses_format(exc: openai.APIStatusError) -> bool:
 
 @dataclass(frozen=True)
 class Answer(Generic[T]):
-    """A validated answer, or why there is none (the caller falls back to local)."""
+    """A validated answer, or why there is none: the caller falls back to local, or,
+    when `deferred` (a call out of time, with on_timeout="defer"), asks again later."""
 
     value: T | None
     fallback: str | None = None
+    deferred: bool = False
 
 
 class _NoAnswer(Exception):
@@ -140,10 +158,46 @@ class _NoAnswer(Exception):
 
 def _reason(exc: openai.APIError) -> str:
     if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
+        return TIMEOUT
     if isinstance(exc, openai.APIConnectionError):
         return "unreachable"
     return "endpoint_error"
+
+
+def describe_error(exc: openai.APIError) -> str:
+    """An endpoint error in words that hold nothing it sent back (its body may echo the
+    prompt): its class, and its HTTP status where it has one."""
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+    return type(exc).__name__ + ("" if status is None else f" (HTTP {status})")
+
+
+def retry_wait(exc: openai.APIError, attempt: int) -> float | None:
+    """Seconds to wait before trying `exc`'s call again (attempt 0 is the first retry);
+    None when another try cannot help: a timeout has spent the call's time, and a
+    4xx other than 408/409/429 would answer the same."""
+    if isinstance(exc, openai.APITimeoutError):
+        return None
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code not in _RETRIED_STATUSES and exc.status_code < 500:
+            return None
+        asked = _retry_after_s(exc.response.headers)
+        if asked is not None:
+            return asked
+    elif not isinstance(exc, openai.APIConnectionError):
+        return None  # an error inside an answer: asking again repeats it
+    return min(RETRY_CAP_S, RETRY_FIRST_S * 2.0**attempt) * (1 - 0.25 * random.random())
+
+
+def _retry_after_s(headers: Any) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        try:
+            value = float(raw) * scale if raw is not None else None
+        except ValueError:
+            continue  # an HTTP date: the backoff decides
+        if value is not None and 0 <= value <= 3600:
+            return value
+    return None
 
 
 class StructuredLLM:
@@ -162,11 +216,14 @@ class StructuredLLM:
         self.model = model
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        # Retries are this client's own, inside the call's total time: the SDK's would
+        # sleep a Retry-After past it.
         self._client = openai.OpenAI(
             base_url=base_url,
             api_key=api_key or "not-needed",
             timeout=timeout_s,
-            max_retries=max_retries,
+            max_retries=0,
+            http_client=bounded_http_client(timeout=timeout_s),
         )
         self._limiter = limiter
         self._usage = usage
@@ -189,8 +246,12 @@ class StructuredLLM:
         deadline: float | None = None,
         items: int = 1,
         max_tokens: int | None = None,
+        on_timeout: Literal["fallback", "defer"] = "fallback",
     ) -> Answer[T]:
-        """The validated answer, or the reason to fall back for its `items` items."""
+        """The validated answer, or the reason to fall back for its `items` items. With
+        on_timeout="defer", a call out of time is neither counted nor a fallback: the
+        answer says `deferred`, and the caller counts what it does instead (`deferral`
+        or `fallback`)."""
         messages: list[dict[str, str]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": user},
@@ -216,6 +277,8 @@ class StructuredLLM:
                         break
         except _NoAnswer as exc:
             reason = exc.reason
+            if reason == TIMEOUT and on_timeout == "defer":
+                return Answer(None, reason, deferred=True)
         self.fallback(tenant, stage, reason, items=items)
         return Answer(None, reason)
 
@@ -223,6 +286,12 @@ class StructuredLLM:
         """Count `items` items of `stage` handed to local mode, and why."""
         LLM_FALLBACKS_TOTAL.labels(stage, reason).inc(items)
         self._record(tenant, stage, calls=0, failures=1, fallbacks=items, fallback_reason=reason)
+
+    def deferral(self, tenant: str, stage: str, *, items: int = 1) -> None:
+        """Count `items` items of `stage` left for a later call: the model was too slow
+        for this one."""
+        LLM_DEFERRALS_TOTAL.labels(stage).inc(items)
+        self._record(tenant, stage, calls=0, failures=1, deferrals=items)
 
     def _complete(
         self,
@@ -233,24 +302,31 @@ class StructuredLLM:
         deadline: float | None,
         max_tokens: int | None,
     ) -> str:
-        timeout, retries = self.timeout_s, self.max_retries
+        budget = self.timeout_s
         if deadline is not None:
-            left = max(MIN_CALL_S, deadline - time.monotonic())
-            timeout = min(timeout, left)
-            retries = retries if left >= timeout * (retries + 1) else 0
+            budget = min(budget, max(MIN_CALL_S, deadline - time.monotonic()))
         if self._limiter is not None:
             # RateLimited goes up: the caller stops for now (the turns stay pending), it
             # does not fall back, or a busy endpoint would turn LLM mode into local mode.
-            self._limiter.acquire(max_wait_s=None if deadline is None else timeout)
-        client = self._client.with_options(timeout=timeout, max_retries=retries)
-        try:
-            response = self._create(client, messages, schema, max_tokens)
-        except openai.APIError as exc:
-            log.warning("%s: model endpoint failed, falling back to local: %s", stage, exc)
-            record_llm_call(
-                stage=stage, tenant=tenant, prompt_tokens=0, completion_tokens=0, ok=False
-            )
-            raise _NoAnswer(_reason(exc)) from None
+            self._limiter.acquire(max_wait_s=None if deadline is None else budget)
+        ends = time.monotonic() + budget
+        for attempt in range(self.max_retries + 1):
+            client = self._client.with_options(timeout=max(0.001, ends - time.monotonic()))
+            try:
+                with call_deadline(ends):
+                    response = self._create(client, messages, schema, max_tokens)
+                break
+            except openai.APIError as exc:
+                wait = retry_wait(exc, attempt)
+                if wait is None or attempt == self.max_retries or time.monotonic() + wait >= ends:
+                    log.warning(
+                        "%s: model call failed (%s), falling back", stage, describe_error(exc)
+                    )
+                    record_llm_call(
+                        stage=stage, tenant=tenant, prompt_tokens=0, completion_tokens=0, ok=False
+                    )
+                    raise _NoAnswer(_reason(exc)) from None
+                time.sleep(wait)
         usage = response.usage
         record_llm_call(
             stage=stage,

@@ -27,6 +27,7 @@ def record_usage(
     failures: int = 0,
     fallbacks: int = 0,
     fallback_reason: str | None = None,
+    deferrals: int = 0,
 ) -> None:
     """Add to today's counters for (tenant, stage, model); `fallbacks` also count
     under `fallback_reason` in fallback_reasons."""
@@ -40,10 +41,11 @@ def record_usage(
         "completion_tokens": completion_tokens,
         "failures": failures,
         "fallbacks": fallbacks,
+        "deferrals": deferrals,
         "fallback_reasons": {fallback_reason: fallbacks} if fallback_reason and fallbacks else {},
     }
     stmt = insert(LlmUsage).values(values)
-    counters = ("calls", "prompt_tokens", "completion_tokens", "failures", "fallbacks")
+    counters = ("calls", "prompt_tokens", "completion_tokens", "failures", "fallbacks", "deferrals")
     set_: dict[str, object] = {
         c: getattr(LlmUsage, c) + getattr(stmt.excluded, c) for c in counters
     }

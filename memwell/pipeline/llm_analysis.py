@@ -25,6 +25,14 @@ what local mode finds. A memory citing the wrong message goes to the one whose w
 Windows start in order while the model, at the pace of its calls so far, can answer
 before the deadline, and until the shared rate limit is spent; the rest are not
 analysed (the caller leaves those turns pending for a new task).
+
+A model that is merely slow keeps its work. A window whose call runs out of time is
+not handed to local mode: its turns stay pending for a new task, and this process
+sends windows half as large from then on, so the slow model answers them in the time
+it has (and windows grow again while it keeps up). Local mode writes a window only
+when the model is down or wrong: an error, a bad answer, or no answer in time even for
+a window of one message. After that, until the endpoint answers again, a window that
+runs out of time falls back at once rather than being halved again.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from pydantic import BaseModel, Field, field_validator
 from memwell.core.tokens import count_tokens
 from memwell.entities.llm_schema import EntityOut, RelationOut, to_extraction
 from memwell.llm.provider_rate_limit import RateLimited
-from memwell.llm.structured import StructuredLLM
+from memwell.llm.structured import TIMEOUT, StructuredLLM
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import Analysis, LocalAnalyzer, TurnAnalysis
 from memwell.pipeline.extract import REMEMBERED_ROLES, TurnView, classify
@@ -248,19 +256,25 @@ class LlmAnalyzer:
         #: how long the model has taken per judged message, smoothed over the calls that
         #: answered; None until one has
         self.seconds_per_message: float | None = None
+        #: the most judged messages per window in this process: halved when a call runs
+        #: out of time, doubled back while the model keeps up
+        self.window_cap = window_turns
+        #: a window of one message ran out of time, and no call has answered since
+        self.stalled = False
         self.prompt = ANALYZE_PROMPT_BRIEF if brief else ANALYZE_PROMPT
         self.tokens_per_message = TOKENS_PER_MESSAGE_BRIEF if brief else TOKENS_PER_MESSAGE
 
     def analyze(self, turns: Sequence[TurnView], *, deadline: float | None) -> Analysis:
         analysis = Analysis()
-        cut = windows(turns, max_turns=self.window_turns, max_tokens=self.window_tokens)
+        cut = windows(turns, max_turns=self.window_cap, max_tokens=self.window_tokens)
         for i, window in enumerate(cut):
             if i and deadline is not None and time.monotonic() + self.expected_s(window) > deadline:
                 # The rest stays pending, for a new task: a call cut off by the deadline
                 # would fall back, and on a one-slot server it would still hold the slot.
                 break
             try:
-                self._window(analysis, window, deadline)
+                if not self._window(analysis, window, deadline):
+                    break  # the model is slow: this window and the rest wait for a new task
             except RateLimited:
                 if not i:
                     raise  # nothing done: the task retries with backoff
@@ -277,14 +291,34 @@ class LlmAnalyzer:
         observed = seconds / max(1, messages)
         last = self.seconds_per_message
         self.seconds_per_message = observed if last is None else 0.7 * last + 0.3 * observed
+        # Keeping up again: a window twice as large should still end well inside a call.
+        wider = min(self.window_turns, 2 * self.window_cap)
+        if wider > self.window_cap and self.seconds_per_message * wider <= self.llm.timeout_s / 2:
+            self.window_cap = wider
 
-    def _window(self, analysis: Analysis, window: Window, deadline: float | None) -> None:
+    def _out_of_time(self, analysis: Analysis, window: Window) -> bool:
+        """A window whose call ran out of time: sent again later at half the size
+        (False: leave it pending) while the model is only slow; handed to local mode
+        when even one message was too much for it, or it has stopped answering."""
         judged = window.judged
-        for t in window.turns:
-            if t.role not in REMEMBERED_ROLES:
-                self.local.analyze_one(analysis, t)  # context: no memories, no call
+        if len(judged) > 1 and not self.stalled:
+            self.window_cap = max(1, len(judged) // 2)
+            self.llm.deferral(judged[0].tenant, STAGE, items=len(judged))
+            return False
+        self.stalled = True
+        self.window_cap = self.window_turns  # one call per full window until it answers
+        self.llm.fallback(judged[0].tenant, STAGE, TIMEOUT, items=len(judged))
+        for t in judged:
+            self._local(analysis, t, TIMEOUT)
+        return True
+
+    def _window(self, analysis: Analysis, window: Window, deadline: float | None) -> bool:
+        """Analyse `window` into `analysis`; False when it is left for a later call."""
+        judged = window.judged
         if not judged:
-            return
+            for t in window.turns:
+                self.local.analyze_one(analysis, t)  # context: no memories, no call
+            return True
         started = time.monotonic()
         answer = self.llm.call(
             stage=STAGE,
@@ -295,11 +329,20 @@ class LlmAnalyzer:
             deadline=None if deadline is None else deadline + self.call_grace_s,
             items=len(judged),
             max_tokens=TOKENS_PER_ANSWER + self.tokens_per_message * len(judged),
+            on_timeout="defer",
         )
+        if answer.deferred and not self._out_of_time(analysis, window):
+            return False
+        for t in window.turns:
+            if t.role not in REMEMBERED_ROLES:
+                self.local.analyze_one(analysis, t)  # context: no memories, no call
+        if answer.deferred:
+            return True  # fell back
         if answer.value is None:
             for t in judged:
                 self._local(analysis, t, answer.fallback or "invalid_output")
-            return
+            return True
+        self.stalled = False
         self._observe(time.monotonic() - started, len(judged))
         by_message: dict[int, list[MemoryOut]] = {}
         written: set[str] = set()
@@ -314,6 +357,7 @@ class LlmAnalyzer:
                 by_message.setdefault(n, []).append(m)
         for n, t in enumerate(judged, start=1):
             self._from_model(analysis, t, by_message.get(n, []))
+        return True
 
     def _local(self, analysis: Analysis, turn: TurnView, reason: str) -> None:
         self.local.analyze_one(analysis, turn)

@@ -21,6 +21,8 @@ Endpoints
       ``retry_after`` is set, a ``Retry-After`` header.
     * :class:`Delay` -- sleeps ``seconds`` (to trigger client timeouts), then answers with ``then``.
     * :class:`Handler` -- the content is ``fn(request_json)``, for routing on the prompt.
+    * :class:`Drip` -- a 200 whose body arrives one byte every ``interval`` seconds (an
+      endpoint that is never silent long enough for a read timeout).
     * :class:`Normal` -- answer with the default responder (a "pass" slot in a script).
 
     ``"stream": true`` requests get Server-Sent Events: ``chat.completion.chunk`` objects carrying
@@ -67,6 +69,7 @@ import numpy.typing as npt
 __all__ = [
     "ChatItem",
     "Delay",
+    "Drip",
     "EmbeddingItem",
     "FakeOpenAI",
     "Handler",
@@ -126,6 +129,14 @@ class Delay:
 
 
 @dataclass(frozen=True)
+class Drip:
+    """A 200 answer whose ``content`` arrives one byte every ``interval`` seconds."""
+
+    content: str
+    interval: float
+
+
+@dataclass(frozen=True)
 class Handler:
     """Compute the chat content from the parsed request body (e.g. route on the prompt)."""
 
@@ -137,7 +148,7 @@ class Normal:
     """Answer as the endpoint does by default (the default chat responder / real embeddings)."""
 
 
-ScriptItem: TypeAlias = "Reply | Malformed | Status | Delay | Handler | Normal"
+ScriptItem: TypeAlias = "Reply | Malformed | Status | Delay | Drip | Handler | Normal"
 ChatItem: TypeAlias = ScriptItem
 EmbeddingItem: TypeAlias = "Status | Delay | Normal"
 
@@ -434,6 +445,9 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if isinstance(item, Status):
             self._send_status(item)
             return
+        if isinstance(item, Drip):
+            self._drip(item)
+            return
         if isinstance(item, Reply | Malformed):
             content = item.content
         elif isinstance(item, Handler):
@@ -528,6 +542,23 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._write_chunk(b"data: [DONE]\n\n")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _drip(self, item: Drip) -> None:
+        data = json.dumps(
+            {"id": "chatcmpl-drip", "object": "chat.completion", "created": int(time.time()),
+             "model": DEFAULT_MODEL_ID, "choices": [{"index": 0, "finish_reason": "stop",
+             "message": {"role": "assistant", "content": item.content}}]}
+        ).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.flush()
+        for i in range(len(data)):
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
+            if self.fake._closing.wait(item.interval):
+                raise _Aborted
 
     def _write_chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
