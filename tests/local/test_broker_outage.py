@@ -101,6 +101,15 @@ def _turns(user: str, session_id: str) -> list[TurnIn]:
     ]
 
 
+def _letters(db: sessionmaker[Session], tenant: str) -> list[tuple[str, str]]:
+    """The tenant's dead letters, as (task, error): what a failure message shows."""
+    with db() as session:
+        rows = session.execute(
+            select(DeadLetter.task_name, DeadLetter.error).where(DeadLetter.tenant == tenant)
+        )
+        return [(str(name), str(error)) for name, error in rows]
+
+
 def test_worker_survives_broker_outages_and_consumes_after(
     own_broker: EmbeddedRedis,
     outage_worker: WorkerProcess,
@@ -153,7 +162,7 @@ def test_worker_survives_broker_outages_and_consumes_after(
     text = log.read_text(errors="replace")
     assert outage_worker.alive()
     assert "Unrecoverable error" not in text
-    assert _counts(db, tenant) == (TURNS, 0)  # all processed, no dead letter
+    assert _counts(db, tenant) == (TURNS, 0), _letters(db, tenant)  # all processed, none dead
     # What the worker held when the broker went away was put back on reconnect, and ran.
     # One message per outage may stay in `unacked`: one the broker moved there as it
     # stopped, whose reply never reached the worker. Kombu restores those after the
