@@ -107,6 +107,7 @@ def consolidate_isolated(
 
     held: list[tuple[str, str]] = []
     users: dict[str, list[str]] = {}
+    failure: BaseException
     try:
         return IsolatedReport(run(turn_ids, alone=False, held=held))
     except passing:
@@ -114,26 +115,32 @@ def consolidate_isolated(
     except Exception as exc:
         if not held:
             raise  # it failed before it held anyone's turns: nobody's poison
+        failure = exc
         users = group_by_user(held)
         log.warning(
-            "a batch of %d turns of %d users failed (%s); consolidating each user alone",
+            "a batch of %d turns of %d users failed (%s)%s",
             len(held), len(users), describe(exc),
+            "; consolidating each user alone" if len(users) > 1 else "",
         )  # fmt: skip
     reports: list[ConsolidationReport] = []
     retry: list[str] = []
     quarantined: list[str] = []
     most_attempts = 0
     for ids in users.values():
-        try:
-            reports.append(run(ids, alone=True, held=[]))
-        except passing:
-            raise
-        except Exception as exc:
-            failed = record_failure(sessions, tenant=tenant, turn_ids=ids, exc=exc,
-                                    task_name=task_name)  # fmt: skip
-            retry += failed.retry
-            quarantined += failed.quarantined
-            most_attempts = max(most_attempts, failed.attempts)
+        error: BaseException = failure
+        if len(users) > 1:  # with one user, the batch was that user alone already
+            try:
+                reports.append(run(ids, alone=True, held=[]))
+                continue
+            except passing:
+                raise
+            except Exception as exc:
+                error = exc
+        failed = record_failure(sessions, tenant=tenant, turn_ids=ids, exc=error,
+                                task_name=task_name)  # fmt: skip
+        retry += failed.retry
+        quarantined += failed.quarantined
+        most_attempts = max(most_attempts, failed.attempts)
     held_ids = {turn for _, turn in held}
     unheld = tuple(t for t in turn_ids if t not in held_ids)
     return IsolatedReport(
