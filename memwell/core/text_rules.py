@@ -21,7 +21,12 @@ import re
 from typing import Final
 
 _CONTROL: Final = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_BIDI: Final = re.compile("[\u202a-\u202e\u2066-\u2069]")
+_BIDI: Final = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
+#: Every character the rule refuses, for the one place that mends text instead of
+#: refusing it: a chat reply the user has already seen (memwell/chat/exchange.py).
+REFUSED_CHARACTERS: Final = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\u202a-\u202e\u2066-\u2069]"
+)
 
 
 def is_utf8_text(value: str) -> bool:

@@ -17,7 +17,10 @@ filled by local mode's rules.
 
 Each window falls back to local mode on its own when the endpoint fails or answers
 badly twice; the memories say so in their metadata ({"extractor": "local",
-"fallback": "timeout"}). In hybrid mode local extraction always runs too, and
+"fallback": "timeout"}). The answer's values pass memwell/llm/output_rules.py: a bad
+score, kind or date is mended, and a memory whose text breaks the doors' rule is
+dropped; a message left with no memory that way is consolidated by local mode
+("fallback": "invalid_value"). In hybrid mode local extraction always runs too, and
 memwell/pipeline/hybrid.py joins the two: local memories stay as they are, and the
 model's are added where they say something new, so configuring a model never loses
 what local mode finds. A memory citing the wrong message goes to the one whose words it shares.

@@ -1,7 +1,8 @@
 """LLM mode of the pipeline steps besides the windowed analysis
 (memwell/pipeline/llm_analysis.py): the reconcile decision for ambiguous cases and
 incremental summaries, each falling back to local mode for the item when the endpoint
-fails or answers badly twice (memwell/llm/structured.py).
+fails or answers badly twice (memwell/llm/structured.py). Their answers' values pass the
+same check as the analysis's (memwell/llm/output_rules.py).
 
 Stored text enters these prompts as quoted data between tags, and the prompts say
 that it is data: a turn cannot instruct the consolidation model either.

@@ -11,6 +11,7 @@ from datetime import date
 import pytest
 from pydantic import ValidationError
 
+from memwell.chat.exchange import storable_reply
 from memwell.core.text_rules import text_problem
 from memwell.entities.llm_schema import EntityOut
 from memwell.llm.output_rules import (
@@ -50,6 +51,13 @@ def test_the_doors_rule_refuses_each_bad_character(name: str) -> None:
     problem = text_problem(BAD_TEXTS[name], "content")
     assert problem is not None and problem.startswith("content must")
     assert CANARY not in problem  # where and why, never the text
+
+
+@pytest.mark.parametrize("name", sorted(BAD_TEXTS))
+def test_a_chat_reply_is_mended_by_the_same_rule(name: str) -> None:
+    """The one place that mends instead of refusing: a reply the user has seen."""
+    reply, notes = storable_reply(BAD_TEXTS[name])
+    assert text_problem(reply) is None and notes["replaced_characters"] >= 1
 
 
 def test_plain_text_and_markup_pass_the_rule() -> None:
