@@ -188,9 +188,16 @@ def failure(exc: openai.APIError) -> str:
     return type(exc).__name__
 
 
+#: How much of a refused answer is shown back to the model with the retry.
+MAX_ECHO_CHARS: Final = 8000
+
+
 def _echo(content: str) -> str:
-    """A refused answer as it is shown back to the model: as written, but encodable."""
-    return content if is_utf8_text(content) else content.encode("utf-8", "replace").decode()
+    """A refused answer as it is shown back to the model: as written, but encodable, and
+    no longer than an honest answer."""
+    if not is_utf8_text(content):
+        content = content.encode("utf-8", "replace").decode()
+    return content[:MAX_ECHO_CHARS]
 
 
 def _reason(exc: openai.APIError) -> str:
