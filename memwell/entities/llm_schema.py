@@ -12,7 +12,7 @@ of memwell/pipeline/slots.py), not by the model.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -26,7 +26,7 @@ _RELATION_NAME: Final = re.compile(r"[^a-z0-9_]+")
 EntityKind = Literal["person", "place", "organization", "thing", "event", "other"]
 
 
-ENTITY_KINDS: Final = ("person", "place", "organization", "thing", "event", "other")
+ENTITY_KINDS: Final[tuple[str, ...]] = get_args(EntityKind)
 #: A name, as the doors' rule takes text (memwell/llm/output_rules.py): one that breaks
 #: it drops its entity or relation, never the memory.
 Name = Annotated[str, Field(min_length=1, max_length=200), TEXT_RULE]

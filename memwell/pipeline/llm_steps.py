@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from memwell.llm.output_rules import TEXT_RULE, whole_number
 from memwell.llm.structured import StructuredLLM
@@ -67,7 +67,13 @@ class DecisionOut(BaseModel):
     action: Literal["add", "update", "supersede", "noop"]
     #: the neighbour it names (None: none, or a number that names none)
     target: Annotated[int | None, whole_number(0, MAX_NEIGHBOURS, missing=None)] = None
-    content: Annotated[str, Field(min_length=1, max_length=1000), TEXT_RULE] | None = None
+    content: Annotated[str, Field(max_length=1000), TEXT_RULE] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        # "" where null was asked for: no merged text, as null says.
+        return None if isinstance(value, str) and not value.strip() else value
 
 
 class SummaryOut(BaseModel):
