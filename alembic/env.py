@@ -24,7 +24,8 @@ def _url() -> str:
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(_url(), poolclass=pool.NullPool)
+    # Data migrations bind users' text: keep it out of an error's message (and the log).
+    engine = create_engine(_url(), poolclass=pool.NullPool, hide_parameters=True)
     with engine.connect() as connection:
         # Let autogenerate compare `vector` columns instead of reporting them unknown.
         connection.dialect.ischema_names["vector"] = Vector

@@ -15,32 +15,15 @@ logger.
 from __future__ import annotations
 
 import logging
-import traceback
 
-from memwell.core.redaction import describe
+from memwell.core.redaction import RedactExceptions, describe, redacted
 
-__all__ = ["describe", "install", "log_error"]
-
-
-def _redacted(exc: BaseException) -> str:
-    return f"{describe(exc)}\n{''.join(traceback.format_tb(exc.__traceback__))}"
+__all__ = ["RedactExceptions", "describe", "install", "log_error"]
 
 
 def log_error(log: logging.Logger, what: str, exc: BaseException) -> None:
     """Log `exc` under `what` as its description and the frames of its traceback."""
-    log.error("%s: %s", what, _redacted(exc))
-
-
-class RedactExceptions(logging.Filter):
-    """Rewrites a record that carries an exception into its redacted form."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            record.msg = f"{record.getMessage().rstrip()}: {_redacted(record.exc_info[1])}"
-            record.args = ()
-            record.exc_info = None
-            record.exc_text = None
-        return True
+    log.error("%s: %s", what, redacted(exc))
 
 
 #: Loggers the server writes unhandled exceptions to.

@@ -12,6 +12,7 @@ import redis
 import redis.exceptions
 import sqlalchemy.exc
 from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import ValidationError
 
 from memwell.auth.size_limits import check_turns
@@ -28,7 +29,7 @@ from memwell.intake.dispatch import send_consolidate
 from memwell.intake.persist import persist_turns
 from memwell.intake.turns import IngestPayload
 from memwell.llm.provider_rate_limit import RateLimited
-from memwell.pipeline.consolidate import consolidate_pending
+from memwell.pipeline.isolation import consolidate_isolated, reopen_quarantined
 from memwell.pipeline.stats import record_batch
 from memwell.pipeline.summarize import TurnsNotPersisted, fold_into_summary
 from memwell.retrieval.access import flush_access
@@ -54,6 +55,10 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     RateLimited,  # the shared model budget is spent for now
     TurnsNotPersisted,  # a summary waits for its turns' ingest
 )
+
+#: Not a batch's fault: a consolidate batch that fails with one of these is not run
+#: again user by user (memwell/pipeline/isolation.py); the task retries or stops.
+PASSING_ERRORS: tuple[type[BaseException], ...] = (*TRANSIENT_ERRORS, SoftTimeLimitExceeded)
 
 ACCESS_FLUSH_ROUNDS = 20  # bounded: at most this many batches per beat tick
 MAX_CLAIM_ROUNDS = 100  # per chunk of a consolidate task's own turns
@@ -165,19 +170,27 @@ def ingest_turns(self: MemwellTask, *, payload: dict[str, Any]) -> dict[str, int
     soft_time_limit=CONSOLIDATE_SOFT_LIMIT_S,
     time_limit=CONSOLIDATE_SOFT_LIMIT_S + 60,
 )
-def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) -> dict[str, int]:
+def consolidate_turns(
+    self: MemwellTask, *, tenant: str, turn_ids: list[str], reopen_failed: bool = False
+) -> dict[str, int]:
     """Score, extract, embed and reconcile pending turns (these first), in batches.
 
     One batch (one short transaction) per `batch_size` of this task's own turns, each
     topped up with other pending turns, so no turn of this task is left behind when
     the payload is larger than a batch. Model work has a deadline inside the soft
     time limit: past it, what was analysed commits and the rest goes to a new task,
-    so a slow model makes slow progress instead of a timed-out task."""
+    so a slow model makes slow progress instead of a timed-out task. A batch that fails
+    is consolidated again user by user, so one user's poison fails only that user's
+    turns (memwell/pipeline/isolation.py). `reopen_failed`: the replay of a quarantine
+    letter, whose turns are opened again first."""
     runtime = get_runtime()
     steps = runtime.steps
     size = steps.config.batch_size
     deadline = time.monotonic() + CONSOLIDATE_SOFT_LIMIT_S * MODEL_WORK_SHARE
     totals: dict[str, int] = {"turns": 0, "memories_added": 0, "batches": 0}
+    if reopen_failed:
+        with tenant_transaction(runtime.tenant_sessions, tenant) as session:
+            reopen_quarantined(session, tenant=tenant, turn_ids=turn_ids)
     for start in range(0, max(len(turn_ids), 1), size):
         chunk = turn_ids[start : start + size]
         if totals["batches"] and time.monotonic() >= deadline:
@@ -187,17 +200,21 @@ def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) ->
         # turns here come back as deferred, and are claimed again after this batch.
         for _ in range(MAX_CLAIM_ROUNDS):
             # Row-level security: this batch runs as `memwell_app` for this tenant only.
-            with tenant_transaction(runtime.tenant_sessions, tenant) as session:
-                report = consolidate_pending(
-                    session,
-                    runtime.embedder,
-                    tenant=tenant,
-                    turn_ids=chunk,
-                    config=steps.config,
-                    analyzer=steps.analyzer,
-                    decider=steps.decider,
-                    deadline=deadline,
-                )
+            outcome = consolidate_isolated(
+                runtime.tenant_sessions,
+                runtime.embedder,
+                tenant=tenant,
+                turn_ids=chunk,
+                config=steps.config,
+                analyzer=steps.analyzer,
+                decider=steps.decider,
+                deadline=deadline,
+                passing=PASSING_ERRORS,
+                task_name=self.name,
+            )
+            report = outcome.report
+            # A user that failed alone is retried by a task of its own, later.
+            _hand_back(tenant, list(outcome.retry), delay_s=outcome.retry_after_s)
             record_batch(runtime.redis, report)
             totals["turns"] += report.turns
             totals["memories_added"] += report.memories_added
@@ -213,14 +230,14 @@ def consolidate_turns(self: MemwellTask, *, tenant: str, turn_ids: list[str]) ->
     return totals
 
 
-def _hand_back(tenant: str, turn_ids: list[str]) -> None:
-    """A new consolidate task for turns left pending, a moment from now."""
+def _hand_back(tenant: str, turn_ids: list[str], delay_s: float = REDISPATCH_DELAY_S) -> None:
+    """A new consolidate task for turns left pending, a moment (`delay_s`) from now."""
     if turn_ids:
         send_consolidate(
             tenant,
             turn_ids,
             broker_url=stack.redis_url(get_runtime().settings),
-            countdown=REDISPATCH_DELAY_S,
+            countdown=delay_s,
         )
 
 

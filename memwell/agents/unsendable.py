@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import pydantic_core
 
-from memwell.intake.turns import is_utf8_text
+from memwell.core.text_rules import is_utf8_text
 
 #: REST's rule for text UTF-8 cannot carry (pydantic's string check), as its 422 names it.
 UNICODE_RULE: Final = "string_unicode"

@@ -3,30 +3,29 @@ onto the consolidation queue. Every door that answers (the chat path, its stream
 OpenAI-compatible endpoint) writes through here, so they remember alike.
 
 The user's message was validated at the door, before the model ran. The reply is the
-model's: whatever it holds is made storable here (cut to the content limit, control
-characters replaced), and marked so, rather than refused after the fact. An exchange
+model's: whatever it holds is made storable here (cut to the content limit, what the
+doors' text rule refuses replaced), and marked so, rather than refused after the fact. An exchange
 that cannot be sent goes to a dead letter, which `memwell dlq replay` sends again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.core.background import spawn
 from memwell.core.logs import current_request_id
 from memwell.core.redaction import describe
+from memwell.core.text_rules import REFUSED_CHARACTERS
 from memwell.core.timing import Stopwatch
 from memwell.intake.turns import MAX_CONTENT_CHARS, IngestPayload, TurnIn, new_turn_id
 
 #: (payload, why): keeps an exchange that could not be sent, for replay.
 DeadLetter = Callable[[IngestPayload, str], Awaitable[None]]
-_UNSTORABLE: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class Exchange:
 def storable_reply(reply: str) -> tuple[str, dict[str, Any]]:
     """A model's reply as a turn can hold it, and what was changed to make it so."""
     notes: dict[str, Any] = {}
-    cleaned = _UNSTORABLE.sub("\ufffd", reply)
+    cleaned = REFUSED_CHARACTERS.sub("\ufffd", reply)
     if cleaned != reply:
         notes["replaced_characters"] = sum(1 for a, b in zip(reply, cleaned, strict=True) if a != b)
     if len(cleaned) > MAX_CONTENT_CHARS:

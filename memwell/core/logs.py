@@ -19,6 +19,8 @@ from typing import Any
 
 import structlog
 
+from memwell.core.redaction import RedactExceptions
+
 REQUEST_ID_HEADER = "X-Request-ID"
 
 _request_id: ContextVar[str | None] = ContextVar("memwell_request_id", default=None)
@@ -55,6 +57,9 @@ def configure_logging(level: str = "INFO", *, json: bool = True) -> None:
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)
+    # An exception's text can quote a user's message (a validation error's input, a
+    # statement's parameters): whoever logs it, only its kind and frames are written.
+    handler.addFilter(RedactExceptions())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -1,5 +1,9 @@
 """Engines and session factories. One engine per process, created where the process
-starts (API lifespan, worker_process_init), never at import time."""
+starts (API lifespan, worker_process_init), never at import time.
+
+Every engine hides a statement's parameters from its errors (`hide_parameters`):
+SQLAlchemy otherwise writes them into the exception's text, and a traceback in a log
+would then carry users' messages and memories."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
+        hide_parameters=True,
         future=True,
     )
 
@@ -32,6 +37,7 @@ def make_async_engine(
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_pre_ping=True,
+        hide_parameters=True,
         connect_args=connect_args,
     )
 

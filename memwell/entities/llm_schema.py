@@ -12,12 +12,13 @@ of memwell/pipeline/slots.py), not by the model.
 from __future__ import annotations
 
 import re
-from typing import Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from memwell.entities.extract import Extraction, Mention, RelationFact
 from memwell.entities.names import normalize
+from memwell.llm.output_rules import TEXT_RULE, one_of
 
 SINGLE_VALUED: Final = frozenset({"lives_in", "works_at", "job", "name", "status", "age", "drives"})
 _RELATION_NAME: Final = re.compile(r"[^a-z0-9_]+")
@@ -25,16 +26,22 @@ _RELATION_NAME: Final = re.compile(r"[^a-z0-9_]+")
 EntityKind = Literal["person", "place", "organization", "thing", "event", "other"]
 
 
+ENTITY_KINDS: Final[tuple[str, ...]] = get_args(EntityKind)
+#: A name, as the doors' rule takes text (memwell/llm/output_rules.py): one that breaks
+#: it drops its entity or relation, never the memory.
+Name = Annotated[str, Field(min_length=1, max_length=200), TEXT_RULE]
+
+
 class EntityOut(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
-    kind: EntityKind = "other"
+    name: Name
+    kind: Annotated[EntityKind, one_of(ENTITY_KINDS, "other")] = "other"
 
 
 class RelationOut(BaseModel):
-    subject: str = Field(min_length=1, max_length=200)
-    relation: str = Field(min_length=1, max_length=64)
-    object: str | None = Field(default=None, max_length=200)
-    value: str | None = Field(default=None, max_length=200)
+    subject: Name
+    relation: Annotated[str, Field(min_length=1, max_length=64), TEXT_RULE]
+    object: Name | None = None
+    value: Name | None = None
 
 
 def relation_name(raw: str) -> str:

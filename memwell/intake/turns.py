@@ -24,6 +24,8 @@ from pydantic import (
     field_validator,
 )
 
+from memwell.core.text_rules import is_utf8_text, text_problem
+
 PAYLOAD_VERSION: Literal[1] = 1
 
 #: Hard caps, part of the published schema. Settings may only lower them (then 413).
@@ -32,26 +34,10 @@ MAX_BATCH_TURNS: Final = 500
 MAX_METADATA_BYTES: Final = 64 * 1024
 
 
-def is_utf8_text(value: str) -> bool:
-    """False for lone surrogates (JSON can carry them as \\ud800; UTF-8 cannot)."""
-    if value.isascii():  # the common case, answered without encoding
-        return True
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _utf8(value: str) -> str:
     if not is_utf8_text(value):
         raise ValueError("must be valid Unicode text (no lone surrogates)")
     return value
-
-
-#: C0 controls and DEL, less tab, line feed and carriage return: no text a person
-#: writes holds them, a terminal or a log viewer acts on them, and Postgres refuses NUL.
-_CONTROL: Final = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def first_reason(exc: ValidationError) -> str:
@@ -60,18 +46,13 @@ def first_reason(exc: ValidationError) -> str:
 
 
 def check_text(value: str, what: str = "text") -> str:
-    """Refuse what Postgres or the prompt cannot hold: NUL, control characters, blank,
-    lone surrogates. Every door's text goes through here, so all refuse alike."""
-    if "\x00" in value:
-        raise ValueError(f"{what} must not contain NUL bytes")
-    if (control := _CONTROL.search(value)) is not None:
-        raise ValueError(
-            f"{what} must not contain control characters (U+{ord(control.group()):04X} "
-            f"at {control.start()})"
-        )
-    if not value.strip():
-        raise ValueError(f"{what} must not be blank")
-    return _utf8(value)
+    """Refuse what Postgres, a prompt or a viewer cannot take: NUL, control and
+    bidirectional control characters, blank, lone surrogates (memwell/core/text_rules.py,
+    which a model's answers pass too). Every door's text goes through here, so all
+    refuse alike."""
+    if (problem := text_problem(value, what)) is not None:
+        raise ValueError(problem)
+    return value
 
 
 _ESCAPED_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")

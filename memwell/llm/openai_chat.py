@@ -17,7 +17,7 @@ import openai
 
 from memwell.core.errors import ServiceUnavailable
 from memwell.llm.base import ModelReply, ModelRequest, StreamUsage
-from memwell.llm.structured import describe_error
+from memwell.llm.structured import failure
 
 
 @contextmanager
@@ -28,7 +28,7 @@ def _endpoint_errors() -> Iterator[None]:
     except TimeoutError as exc:
         raise ServiceUnavailable("model endpoint unavailable: no reply in time") from exc
     except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError) as exc:
-        raise ServiceUnavailable(f"model endpoint unavailable: {describe_error(exc)}") from exc
+        raise ServiceUnavailable(f"model endpoint unavailable: {failure(exc)}") from exc
     except openai.APIStatusError as exc:
         raise ServiceUnavailable(f"model endpoint answered {exc.status_code}") from exc
     except openai.APIError as exc:  # an error event inside a stream

@@ -7,9 +7,15 @@ endpoint: OpenAI, vLLM, Ollama, LM Studio, llama.cpp's server.
   an error that names response_format: llama-cpp-python's server answers 500) is
   asked again with `json_object` plus the schema (the shape llama-cpp-python takes),
   then with none, and this client remembers the shape that worked.
-- The answer is parsed and validated by a pydantic model. Bad output gets one retry,
-  with the parse error shown to the model; a second failure is a fallback: the caller
-  runs local mode for those items. Never lose the turn.
+- The answer is parsed and validated by a pydantic model whose fields follow
+  memwell/llm/output_rules.py: a model's answer is data, never a crash. A value that
+  breaks a rule is mended or its item dropped (each counted, `invalid_value`); an
+  answer that is no JSON, too deep, or of the wrong shape gets one retry, with where
+  and why shown to the model; a second failure is a fallback: the caller runs local
+  mode for those items. So is a 200 whose body is no completion (not JSON, no
+  choices). Never lose the turn.
+- Logs say the stage, the reason, counts and sizes, never the text of a prompt, an
+  answer or an endpoint's error body (which may echo the prompt).
 - HTTP 408, 409, 429 and 5xx, and a connection that fails, are retried here (Retry-After
   honoured) while the call's time allows; a failure after that is a fallback too.
 - A call has a total time: the operator's MEMWELL_LLM_TIMEOUT_S, or less when a
@@ -23,9 +29,7 @@ endpoint: OpenAI, vLLM, Ollama, LM Studio, llama.cpp's server.
   later, when a slow model has the time (memwell/pipeline/llm_analysis.py).
 - Every fallback and every deferral is counted by stage (and a fallback by reason): in
   /metrics (memwell_llm_fallbacks_total, memwell_llm_deferrals_total) and in
-  llm_usage, next to the tokens. Logs name the stage, the error's class and its HTTP
-  status, never an endpoint's error body: an endpoint that echoes its prompt would put
-  users' messages there.
+  llm_usage, next to the tokens.
 """
 
 from __future__ import annotations
@@ -43,7 +47,17 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from memwell.core.metrics import LLM_DEFERRALS_TOTAL, LLM_FALLBACKS_TOTAL, record_llm_call
+from memwell.core.text_rules import is_utf8_text
 from memwell.llm.call_deadline import bounded_http_client, call_deadline
+from memwell.llm.output_rules import (
+    INVALID_OUTPUT,
+    INVALID_VALUE,
+    InvalidAnswer,
+    OutputCheck,
+    answer_problem,
+    answer_reason,
+    check_shape,
+)
 from memwell.llm.provider_rate_limit import RedisRateLimiter
 
 log = logging.getLogger(__name__)
@@ -65,14 +79,16 @@ RETRY_CAP_S: Final = 8.0
 TIMEOUT: Final = "timeout"
 
 
-def parse_json_answer(content: str, schema: type[T]) -> T:
-    """The model's answer as `schema`; tolerates code fences and prose around it, an
+def parse_json_answer(content: str, schema: type[T], check: OutputCheck | None = None) -> T:
+    """The model's answer as `schema`, validated with `check` as the context (what was
+    mended and dropped is noted there); tolerates code fences and prose around it, an
     answer whose closing brackets are missing (a small model often stops after the
     last array), and one cut short by its token limit."""
     text = _FENCE.sub("", content.strip())
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end < start:
-        raise ValueError("no JSON object in the answer")
+        raise InvalidAnswer("no JSON object in the answer")
+    check_shape(text[start:])
     # As written; with its open brackets closed; cut after its last whole object and
     # closed (an answer that ran out of tokens keeps what it finished).
     readings = (text[start : end + 1], close_brackets(text[start:]),
@@ -80,9 +96,11 @@ def parse_json_answer(content: str, schema: type[T]) -> T:
     first_error: json.JSONDecodeError | None = None
     for reading in readings:
         try:
-            return schema.model_validate(json.loads(reading))
+            data = json.loads(reading)
         except json.JSONDecodeError as exc:
             first_error = first_error or exc
+            continue
+        return schema.model_validate(data, context=check)
     assert first_error is not None
     raise first_error
 
@@ -148,6 +166,8 @@ class Answer(Generic[T]):
     value: T | None
     fallback: str | None = None
     deferred: bool = False
+    #: items of the answer dropped for a value that broke a rule, as the model wrote them
+    dropped: tuple[Any, ...] = ()
 
 
 class _NoAnswer(Exception):
@@ -156,19 +176,52 @@ class _NoAnswer(Exception):
         self.reason = reason
 
 
+def read_completion(response: object) -> tuple[str | None, int, int]:
+    """(the message's text, prompt tokens, completion tokens) of a completion, whatever
+    the endpoint sent: the SDK reads a 200 without validating it, so `choices` may be
+    empty or missing, and a body that is not JSON comes back as a plain string. None:
+    no message at all."""
+    usage = getattr(response, "usage", None)
+    tokens = [getattr(usage, name, 0) for name in ("prompt_tokens", "completion_tokens")]
+    prompt, completion = (
+        t if isinstance(t, int) and not isinstance(t, bool) and 0 <= t < 10**9 else 0
+        for t in tokens
+    )
+    choices = getattr(response, "choices", None)
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = getattr(choice, "message", None)
+    if message is None:
+        return None, prompt, completion
+    content = getattr(message, "content", None)
+    return (content if isinstance(content, str) else ""), prompt, completion
+
+
+def failure(exc: openai.APIError) -> str:
+    """An endpoint's failure for a log line: its status and the size of its body, never
+    the body (an endpoint that echoes the prompt would put users' text in the log)."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}, a body of {len(exc.response.content)} bytes"
+    return type(exc).__name__
+
+
+#: How much of a refused answer is shown back to the model with the retry.
+MAX_ECHO_CHARS: Final = 8000
+
+
+def _echo(content: str) -> str:
+    """A refused answer as it is shown back to the model: as written, but encodable, and
+    no longer than an honest answer."""
+    if not is_utf8_text(content):
+        content = content.encode("utf-8", "replace").decode()
+    return content[:MAX_ECHO_CHARS]
+
+
 def _reason(exc: openai.APIError) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return TIMEOUT
     if isinstance(exc, openai.APIConnectionError):
         return "unreachable"
     return "endpoint_error"
-
-
-def describe_error(exc: openai.APIError) -> str:
-    """An endpoint error in words that hold nothing it sent back (its body may echo the
-    prompt): its class, and its HTTP status where it has one."""
-    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-    return type(exc).__name__ + ("" if status is None else f" (HTTP {status})")
 
 
 def retry_wait(exc: openai.APIError, attempt: int) -> float | None:
@@ -256,25 +309,38 @@ class StructuredLLM:
             {"role": "system", "content": system},
             {"role": "user", "content": user},
         ]
-        reason = "invalid_output"
+        reason = INVALID_OUTPUT
         try:
             for attempt in range(2):
                 content = self._complete(stage, tenant, messages, schema, deadline, max_tokens)
+                check = OutputCheck()
                 try:
-                    return Answer(parse_json_answer(content, schema))
-                except (ValueError, ValidationError) as exc:
-                    log.info("%s: unparseable answer (attempt %d): %s", stage, attempt + 1, exc)
+                    value = parse_json_answer(content, schema, check)
+                except (ValueError, ValidationError, RecursionError) as exc:
+                    reason, problem = answer_reason(exc), answer_problem(exc)
+                    log.info(
+                        "%s: answer refused (attempt %d, %d characters): %s",
+                        stage, attempt + 1, len(content), problem,
+                    )  # fmt: skip
                     messages += [
-                        {"role": "assistant", "content": content},
+                        {"role": "assistant", "content": _echo(content)},
                         {
                             "role": "user",
-                            "content": f"That answer was not valid: {str(exc)[:500]}. "
+                            "content": f"That answer was not valid: {problem[:500]}. "
                             "Reply again with only the JSON object, in the requested shape.",
                         },
                     ]
                     if deadline is not None and time.monotonic() >= deadline:
                         reason = "over_budget"  # no time left to ask again
                         break
+                    continue
+                if check.problems:
+                    log.info(
+                        "%s: %d values of the answer mended, %d items dropped",
+                        stage, check.mended, len(check.dropped),
+                    )  # fmt: skip
+                    self.fallback(tenant, stage, INVALID_VALUE, items=check.problems, failed=False)
+                return Answer(value, dropped=tuple(check.dropped))
         except _NoAnswer as exc:
             reason = exc.reason
             if reason == TIMEOUT and on_timeout == "defer":
@@ -282,10 +348,15 @@ class StructuredLLM:
         self.fallback(tenant, stage, reason, items=items)
         return Answer(None, reason)
 
-    def fallback(self, tenant: str, stage: str, reason: str, *, items: int = 1) -> None:
-        """Count `items` items of `stage` handed to local mode, and why."""
+    def fallback(
+        self, tenant: str, stage: str, reason: str, *, items: int = 1, failed: bool = True
+    ) -> None:
+        """Count `items` items of `stage` handed to local mode (or values of an answer
+        mended or dropped: `failed` False, the call itself answered), and why."""
         LLM_FALLBACKS_TOTAL.labels(stage, reason).inc(items)
-        self._record(tenant, stage, calls=0, failures=1, fallbacks=items, fallback_reason=reason)
+        self._record(
+            tenant, stage, calls=0, failures=int(failed), fallbacks=items, fallback_reason=reason
+        )
 
     def deferral(self, tenant: str, stage: str, *, items: int = 1) -> None:
         """Count `items` items of `stage` left for a later call: the model was too slow
@@ -319,28 +390,33 @@ class StructuredLLM:
             except openai.APIError as exc:
                 wait = retry_wait(exc, attempt)
                 if wait is None or attempt == self.max_retries or time.monotonic() + wait >= ends:
-                    log.warning(
-                        "%s: model call failed (%s), falling back", stage, describe_error(exc)
-                    )
+                    log.warning("%s: model call failed (%s), falling back", stage, failure(exc))
                     record_llm_call(
                         stage=stage, tenant=tenant, prompt_tokens=0, completion_tokens=0, ok=False
                     )
                     raise _NoAnswer(_reason(exc)) from None
                 time.sleep(wait)
-        usage = response.usage
+            except ValueError:  # a 200 whose body claims to be JSON and is not
+                log.warning("%s: the model endpoint's answer is not JSON", stage)
+                record_llm_call(
+                    stage=stage, tenant=tenant, prompt_tokens=0, completion_tokens=0, ok=False
+                )
+                raise _NoAnswer(INVALID_OUTPUT) from None
+        content, prompt_tokens, completion_tokens = read_completion(response)
         record_llm_call(
             stage=stage,
             tenant=tenant,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            ok=content is not None,
         )
         self._record(
-            tenant,
-            stage,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
+            tenant, stage, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
         )
-        return response.choices[0].message.content or ""
+        if content is None:
+            log.warning("%s: the model endpoint's answer holds no message", stage)
+            raise _NoAnswer(INVALID_OUTPUT)
+        return content
 
     def _create(
         self,

@@ -14,6 +14,10 @@ security, so it only ever sees that tenant's turns). Under a backlog this turns
 one-task-per-turn into batches of `limit` for the embedder, and the tasks whose turns
 were taken become no-ops.
 
+A user whose turns failed a batch (`error` set, still pending: memwell/pipeline/
+isolation.py) is never taken to top up another task's batch, so it cannot sink that
+batch again; a task whose own turns are such a user's claims them alone, no top-up.
+
 When the first claim comes back short, `claim_batch` lingers up to `linger_s`,
 topping up as turns land, so a turn that arrives just ahead of others (their ingest
 tasks still in flight) is not embedded at batch 1: the batch flushes at `limit`
@@ -63,6 +67,14 @@ _OWN_LEFT = text(
       AND NOT (id = ANY(CAST(:claimed AS text[])))
     """
 )
+# Of these users, the ones with turns that failed a batch (still pending, retried alone).
+_SUSPECT_USERS = text(
+    """
+    SELECT DISTINCT user_id FROM turns
+    WHERE tenant = :tenant AND user_id = ANY(CAST(:users AS text[]))
+      AND status = 'pending' AND error IS NOT NULL
+    """
+)
 # A claim considers this many users beyond the batch's room: enough to step over the
 # users other workers hold (at most one batch's worth each).
 USER_SLACK = 64
@@ -77,6 +89,8 @@ class Claim:
     users: list[str] = field(default_factory=list)
     #: the task's own turns still pending outside this claim (their user was busy)
     deferred: list[str] = field(default_factory=list)
+    #: no top-up: the caller asked for none, or its own users' turns failed a batch
+    alone: bool = False
 
 
 def _take_user(session: Session, claim: Claim, user_id: str, room: int) -> None:
@@ -104,28 +118,44 @@ def _fill(session: Session, claim: Claim, users: Collection[str], limit: int) ->
             _take_user(session, claim, user_id, room)
 
 
+def _suspects(session: Session, tenant: str, users: list[str]) -> set[str]:
+    if not users:
+        return set()
+    return set(session.scalars(_SUSPECT_USERS, {"tenant": tenant, "users": users}).all())
+
+
 def claim_pending(session: Session, claim: Claim, *, turn_ids: list[str], limit: int) -> list[str]:
-    """Top `claim` up to `limit` turns from free users, the task's own users first.
-    Returns the own users that were not free."""
+    """Top `claim` up to `limit` turns, the task's own users first, then (unless the
+    claim is `alone`) other free users whose turns never failed a batch. Returns the own
+    users that were not free."""
     own: list[str] = []
     if turn_ids:
         own = list(session.scalars(_OWN_USERS, {"tenant": claim.tenant, "ids": turn_ids}).all())
         _fill(session, claim, own, limit)
-    if len(claim.turns) < limit:
-        others = session.scalars(
+        claim.alone = claim.alone or bool(_suspects(session, claim.tenant, own))
+    if not claim.alone and len(claim.turns) < limit:
+        found = session.scalars(
             _PENDING_USERS, {"tenant": claim.tenant, "n": limit + USER_SLACK}
         ).all()
-        _fill(session, claim, [u for u in others if u not in own], limit)
+        others = [u for u in found if u not in own]
+        suspect = _suspects(session, claim.tenant, [u for u in others if u not in claim.users])
+        _fill(session, claim, [u for u in others if u not in suspect], limit)
     return [u for u in own if u not in claim.users]
 
 
 def claim_batch(
-    session: Session, *, tenant: str, turn_ids: list[str], limit: int, linger_s: float
+    session: Session,
+    *,
+    tenant: str,
+    turn_ids: list[str],
+    limit: int,
+    linger_s: float,
+    top_up: bool = True,
 ) -> Claim:
     """claim_pending, then top up until `limit` turns or `linger_s` has passed."""
-    claim = Claim(tenant)
+    claim = Claim(tenant, alone=not top_up)
     busy = claim_pending(session, claim, turn_ids=turn_ids, limit=limit)
-    if claim.turns and linger_s > 0:
+    if claim.turns and linger_s > 0 and not claim.alone:
         deadline = time.monotonic() + linger_s
         while len(claim.turns) < limit and time.monotonic() < deadline:
             time.sleep(LINGER_POLL_S)

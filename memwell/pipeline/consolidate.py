@@ -25,6 +25,7 @@ from typing import Protocol
 from sqlalchemy import func, tuple_, update
 from sqlalchemy.orm import Session
 
+from memwell.core.redaction import describe
 from memwell.core.settings import Settings
 from memwell.db.models import Turn
 from memwell.embeddings import Embedder
@@ -81,7 +82,8 @@ class LocalAnalyzer:
             analysis.done[turn.turn_id] = TurnAnalysis(importance, self.extract(turn, importance))
         except Exception as exc:  # a poison turn must not sink the batch with it
             log.exception("turn %s/%s failed analysis", turn.tenant, turn.turn_id)
-            analysis.failed[turn.turn_id] = f"{type(exc).__name__}: {exc}"[:2000]
+            # Its kind, never its text: an exception's message may quote the turn.
+            analysis.failed[turn.turn_id] = describe(exc)
 
     def analyze(self, turns: Sequence[TurnView], *, deadline: float | None) -> Analysis:
         analysis = Analysis()
@@ -155,18 +157,26 @@ def consolidate_pending(
     analyzer: Analyzer | None = None,
     decider: Decider | None = None,
     deadline: float | None = None,
+    top_up: bool = True,
+    held: list[tuple[str, str]] | None = None,
 ) -> ConsolidationReport:
-    """Process up to `config.batch_size` pending turns (the given ones first). Turns
-    already processed are skipped, so a rerun is a no-op. Model work stops at
-    `deadline` (time.monotonic()); the turns it left come back as deferred."""
+    """Process up to `config.batch_size` pending turns (the given ones first; with
+    `top_up` False, only the given ones' users). Turns already processed are skipped,
+    so a rerun is a no-op. Model work stops at `deadline` (time.monotonic()); the turns
+    it left come back as deferred. `held`, when given, receives (user, turn id) of each
+    turn claimed as soon as it is claimed: a caller whose transaction then fails knows
+    whose turns it held (memwell/pipeline/isolation.py)."""
     claim = claim_batch(
         session,
         tenant=tenant,
         turn_ids=turn_ids,
         limit=config.batch_size,
-        linger_s=config.linger_s,
+        linger_s=config.linger_s if top_up else 0.0,
+        top_up=top_up,
     )
     turns = claim.turns
+    if held is not None:
+        held += [(t.user_id, t.id) for t in turns]
     if not turns:
         return ConsolidationReport(deferred=tuple(claim.deferred))
     analyzer = analyzer or LocalAnalyzer(threshold=config.extract_threshold)
@@ -204,7 +214,7 @@ def consolidate_pending(
     session.execute(
         update(Turn)
         .where(tuple_(Turn.tenant, Turn.id).in_([(t.tenant, t.id) for t in turns]))
-        .values(status="processed", processed_at=func.now(), attempts=Turn.attempts + 1)
+        .values(status="processed", processed_at=func.now(), attempts=Turn.attempts + 1, error=None)
     )
     t3 = time.perf_counter()
     return ConsolidationReport(

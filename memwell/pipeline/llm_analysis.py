@@ -17,7 +17,10 @@ filled by local mode's rules.
 
 Each window falls back to local mode on its own when the endpoint fails or answers
 badly twice; the memories say so in their metadata ({"extractor": "local",
-"fallback": "timeout"}). In hybrid mode local extraction always runs too, and
+"fallback": "timeout"}). The answer's values pass memwell/llm/output_rules.py: a bad
+score, kind or date is mended, and a memory whose text breaks the doors' rule is
+dropped; a message left with no memory that way is consolidated by local mode
+("fallback": "invalid_value"). In hybrid mode local extraction always runs too, and
 memwell/pipeline/hybrid.py joins the two: local memories stay as they are, and the
 model's are added where they say something new, so configuring a model never loses
 what local mode finds. A memory citing the wrong message goes to the one whose words it shares.
@@ -42,12 +45,22 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from typing import Final
+from typing import Annotated, Final
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from memwell.core.tokens import count_tokens
 from memwell.entities.llm_schema import EntityOut, RelationOut, to_extraction
+from memwell.llm.output_rules import (
+    INVALID_OUTPUT,
+    INVALID_VALUE,
+    SANE_DATE,
+    TEXT_RULE,
+    clamped,
+    droppable,
+    one_of,
+    whole_number,
+)
 from memwell.llm.provider_rate_limit import RateLimited
 from memwell.llm.structured import TIMEOUT, StructuredLLM
 from memwell.pipeline.candidate import Candidate
@@ -61,6 +74,8 @@ from memwell.pipeline.rewrite import standalone
 
 STAGE: Final = "analyze"
 KINDS: Final = ("fact", "preference", "event")
+#: Far more messages than a window holds: a larger number names none of them.
+MAX_MESSAGE_ID: Final = 10_000
 #: Output tokens allowed per judged message (brief and full answers), and for the
 #: answer's frame: room for about two memories each, and a stop for a small model that
 #: repeats itself until the context is full.
@@ -95,42 +110,29 @@ null}}]}}]}}"""
 _SPEAKER_LABEL: Final = re.compile(r"^\s*[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,2}:\s+")
 
 
+# Its values follow memwell/llm/output_rules.py: a near miss in one field (a score of
+# 11, an unknown kind, a date that is none) is mended, and text that breaks the doors'
+# rule drops the memory, never the window's answer. (No docstring: the JSON schema sent
+# to the model would carry it.)
 class MemoryOut(BaseModel):
-    #: the number of the message it comes from
-    id: int
+    #: the number of the message it comes from (0: none named; the words decide)
+    id: Annotated[int, whole_number(0, MAX_MESSAGE_ID, missing=0)]
     #: None (the brief answer): local mode scores and classifies the memory's text
-    score: int | None = None
-    kind: str | None = None
-    content: str = Field(min_length=3, max_length=1000)
-    valid_from: date | None = None
+    score: Annotated[int | None, clamped(1, 10)] = None
+    kind: Annotated[str | None, one_of(KINDS, "fact", optional=True)] = None
+    content: Annotated[str, Field(min_length=3, max_length=1000), TEXT_RULE]
+    valid_from: Annotated[date | None, SANE_DATE] = None
     #: None (left out): the writer runs the local extractor on the memory instead
-    entities: list[EntityOut] | None = Field(default=None, max_length=30)
-    relations: list[RelationOut] = Field(default_factory=list, max_length=30)
-
-    # A small model's near miss costs one field, not the whole window's answer.
-    @field_validator("score", mode="before")
-    @classmethod
-    def _clamp(cls, value: object) -> object:
-        return min(10, max(1, value)) if isinstance(value, int) else value
-
-    @field_validator("valid_from", mode="before")
-    @classmethod
-    def _date_or_none(cls, value: object) -> object:
-        if isinstance(value, str):
-            try:
-                return date.fromisoformat(value)
-            except ValueError:
-                return None
-        return value
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _known_kind(cls, value: object) -> object:
-        return value if value in KINDS or value is None else "fact"
+    entities: Annotated[list[EntityOut], Field(max_length=30), droppable(30)] | None = None
+    relations: Annotated[list[RelationOut], Field(max_length=30), droppable(30)] = Field(
+        default_factory=list
+    )
 
 
 class WindowOut(BaseModel):
-    memories: list[MemoryOut] = Field(default_factory=list, max_length=128)
+    memories: Annotated[list[MemoryOut], Field(max_length=128), droppable(128)] = Field(
+        default_factory=list
+    )
 
 
 @dataclass
@@ -224,6 +226,12 @@ def _candidates(turn: TurnView, memories: list[MemoryOut], floor: float) -> list
             )
         )
     return found
+
+
+def dropped_from(dropped: Sequence[object], judged: int) -> set[int]:
+    """The messages (numbered from 1) that memories dropped from the answer named."""
+    cited = (item.get("id") for item in dropped if isinstance(item, dict))
+    return {n for n in cited if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= judged}
 
 
 def with_fallback(candidates: list[Candidate], reason: str) -> list[Candidate]:
@@ -340,7 +348,7 @@ class LlmAnalyzer:
             return True  # fell back
         if answer.value is None:
             for t in judged:
-                self._local(analysis, t, answer.fallback or "invalid_output")
+                self._local(analysis, t, answer.fallback or INVALID_OUTPUT)
             return True
         self.stalled = False
         self._observe(time.monotonic() - started, len(judged))
@@ -355,8 +363,13 @@ class LlmAnalyzer:
             n = best_message(m.content, m.id, texts, context=context, names=names)
             if n is not None:
                 by_message.setdefault(n, []).append(m)
+        lost = dropped_from(answer.dropped, len(judged))
         for n, t in enumerate(judged, start=1):
-            self._from_model(analysis, t, by_message.get(n, []))
+            if n in lost and n not in by_message and not self.hybrid:
+                # Its memory broke a rule: local mode speaks for the message instead.
+                self._local(analysis, t, INVALID_VALUE)
+            else:
+                self._from_model(analysis, t, by_message.get(n, []))
         return True
 
     def _local(self, analysis: Analysis, turn: TurnView, reason: str) -> None:

@@ -1,7 +1,8 @@
 """LLM mode of the pipeline steps besides the windowed analysis
 (memwell/pipeline/llm_analysis.py): the reconcile decision for ambiguous cases and
 incremental summaries, each falling back to local mode for the item when the endpoint
-fails or answers badly twice (memwell/llm/structured.py).
+fails or answers badly twice (memwell/llm/structured.py). Their answers' values pass the
+same check as the analysis's (memwell/llm/output_rules.py).
 
 Stored text enters these prompts as quoted data between tags, and the prompts say
 that it is data: a turn cannot instruct the consolidation model either.
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from memwell.llm.output_rules import TEXT_RULE, whole_number
 from memwell.llm.structured import StructuredLLM
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.extract import TurnView
@@ -51,19 +53,31 @@ far and the turns that just left the short-term buffer, write the new summary: a
 Answer with only JSON: {{{{"summary": "..."}}}}"""
 
 
+#: More neighbours than reconcile ever lists: a larger target names none of them.
+MAX_NEIGHBOURS: Final = 1000
+
 #: A summary's model work fits well inside its task's soft limit (120 s), whatever the
 #: model's speed: past this, it falls back to the extractive summary.
 SUMMARY_BUDGET_S = 60.0
 
 
+# Values follow memwell/llm/output_rules.py: merged text that breaks the doors' rule
+# refuses the answer, and the local rule decides.
 class DecisionOut(BaseModel):
     action: Literal["add", "update", "supersede", "noop"]
-    target: int | None = None
-    content: str | None = None
+    #: the neighbour it names (None: none, or a number that names none)
+    target: Annotated[int | None, whole_number(0, MAX_NEIGHBOURS, missing=None)] = None
+    content: Annotated[str, Field(max_length=1000), TEXT_RULE] | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        # "" where null was asked for: no merged text, as null says.
+        return None if isinstance(value, str) and not value.strip() else value
 
 
 class SummaryOut(BaseModel):
-    summary: str = Field(min_length=1, max_length=8000)
+    summary: Annotated[str, Field(min_length=1, max_length=8000), TEXT_RULE]
 
 
 def _turn_block(turn: TurnView) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from pydantic import ValidationError
@@ -36,6 +36,8 @@ from memwell.intake.turns import MAX_CONTENT_CHARS, IngestPayload
 
 #: The rule each kind of hostile text breaks, as every door's refusal names it.
 CONTROLS = [chr(c) for c in (*range(1, 9), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)]
+#: Bidirectional embeddings, overrides and isolates (the "Trojan Source" characters).
+BIDI = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
 _WORDS = st.text(alphabet="abcdefghij klmnop", min_size=1, max_size=30)
 
 
@@ -46,6 +48,7 @@ def _around(bad: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
 HOSTILE = st.one_of(
     st.tuples(st.just("NUL"), _around(st.just("\x00"))),
     st.tuples(st.just("control characters"), _around(st.sampled_from(CONTROLS))),
+    st.tuples(st.just("bidirectional control"), _around(st.sampled_from(BIDI))),
     # Pydantic's own check on any str field names it "a unicode string".
     st.tuples(
         st.just("surrogate|unicode string"),
@@ -164,6 +167,7 @@ def doors(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )  # fmt: skip
 @given(case=HOSTILE)
+@example(case=("bidirectional control", "price: \u202e001$"))  # the rule every door added last
 def test_every_door_refuses_the_same_text_alike(
     doors: Doors, tmp_path: Path, case: tuple[str, str]
 ) -> None:

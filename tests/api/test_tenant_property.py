@@ -105,9 +105,14 @@ def world(
 
 
 ALL_TURN_IDS = SHARED_TURNS + tuple(f"only-{i}" for i in range(len(MARKERS))) + ("absent",)
+# Text every door takes: no control characters, surrogates or bidirectional controls.
 safe_text = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=("Cc", "Cs")), max_size=40
-)
+    alphabet=st.characters(
+        codec="utf-8", exclude_categories=("Cc", "Cs"),
+        exclude_characters="".join(map(chr, (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))),
+    ),
+    max_size=40,
+)  # fmt: skip
 status = st.tuples(st.just("status"), st.sampled_from(ALL_TURN_IDS))
 SESSION_IDS = ("seed", "w", *(f"prop-{i}" for i in range(len(MARKERS))))
 # Weighted by cost: a chat embeds and calls the model, a status read is one query.

@@ -47,6 +47,7 @@ def _turn_count(db: sessionmaker[Session], tenant: str) -> int:
         ("a NUL \u0000 here", "NUL"),
         ("a bell \u0007 here", "control characters"),
         ("an escape \u001b[31m here", "control characters"),
+        ("a price \u202e001$ here", "bidirectional control"),
     ],
 )
 def test_a_message_it_cannot_store_is_refused_before_the_model_runs(

@@ -238,7 +238,9 @@ def test_a_message_the_model_passes_over_gets_no_memory_and_no_fallback(
     assert analysis.done["t2"].importance == LocalAnalyzer(threshold=0.15).importance(
         _turn(ids["tenant"], "Nice weather today.", n=2)
     )
-    assert _usage(db, ids["tenant"])["analyze"].fallbacks == 0
+    usage = _usage(db, ids["tenant"])["analyze"]
+    # No message fell back; the three mended values (score, kind, date) are counted.
+    assert (usage.failures, usage.fallback_reasons) == (0, {"invalid_value": 3})
 
 
 def test_endpoint_down_and_timeout_fall_back_with_their_reasons(

@@ -361,9 +361,8 @@ def test_a_poison_turn_fails_alone_and_the_batch_goes_on(
                 select(Turn).where(Turn.tenant == ids["tenant"], Turn.id.in_(turn_ids))
             )
         }
-    assert rows[turn_ids[0]].status == "failed" and "cannot score" in (
-        rows[turn_ids[0]].error or ""
-    )
+    # The error's kind, never its message: that may quote the turn.
+    assert (rows[turn_ids[0]].status, rows[turn_ids[0]].error) == ("failed", "ValueError")
     assert rows[turn_ids[1]].status == "processed"
     assert report.memories_added >= 1
     assert [m.content for m in _memories(db, ids["tenant"])] == [

@@ -20,7 +20,10 @@ Endpoints
     * :class:`Status` -- an HTTP error with an OpenAI-style ``{"error": {...}}`` body and, when
       ``retry_after`` is set, a ``Retry-After`` header.
     * :class:`Delay` -- sleeps ``seconds`` (to trigger client timeouts), then answers with ``then``.
-    * :class:`Handler` -- the content is ``fn(request_json)``, for routing on the prompt.
+    * :class:`Handler` -- the content is ``fn(request_json)``, for routing on the prompt; or,
+      when ``fn`` returns a :class:`Raw`, that answer.
+    * :class:`Raw` -- an HTTP answer sent as given: a body that is not JSON, or JSON that is
+      no completion (``{"choices": []}``), as a broken or hostile endpoint sends.
     * :class:`Drip` -- a 200 whose body arrives one byte every ``interval`` seconds (an
       endpoint that is never silent long enough for a read timeout).
     * :class:`Normal` -- answer with the default responder (a "pass" slot in a script).
@@ -75,6 +78,7 @@ __all__ = [
     "Handler",
     "Malformed",
     "Normal",
+    "Raw",
     "RecordedRequest",
     "Reply",
     "ScriptItem",
@@ -137,10 +141,20 @@ class Drip:
 
 
 @dataclass(frozen=True)
-class Handler:
-    """Compute the chat content from the parsed request body (e.g. route on the prompt)."""
+class Raw:
+    """An HTTP answer sent as given (``body`` need not be JSON, nor a completion)."""
 
-    fn: Callable[[dict[str, Any]], str]
+    body: bytes
+    code: int = 200
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Handler:
+    """Compute the chat content from the parsed request body (e.g. route on the prompt);
+    a :class:`Raw` it returns is sent as the whole answer."""
+
+    fn: Callable[[dict[str, Any]], str | Raw]
 
 
 @dataclass(frozen=True)
@@ -148,7 +162,7 @@ class Normal:
     """Answer as the endpoint does by default (the default chat responder / real embeddings)."""
 
 
-ScriptItem: TypeAlias = "Reply | Malformed | Status | Delay | Drip | Handler | Normal"
+ScriptItem: TypeAlias = "Reply | Malformed | Status | Delay | Drip | Handler | Normal | Raw"
 ChatItem: TypeAlias = ScriptItem
 EmbeddingItem: TypeAlias = "Status | Delay | Normal"
 
@@ -448,11 +462,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if isinstance(item, Drip):
             self._drip(item)
             return
+        answer: str | Raw
         if isinstance(item, Reply | Malformed):
-            content = item.content
+            answer = item.content
+        elif isinstance(item, Raw):
+            answer = item
         elif isinstance(item, Handler):
             try:
-                content = item.fn(body)
+                answer = item.fn(body)
             except Exception as exc:  # surface handler bugs to the test, not just the client
                 self.fake._handler_error(exc)
                 self._send_error(500, f"fake Handler raised {type(exc).__name__}: {exc}")
@@ -460,6 +477,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         else:  # unreachable: Delay and Normal were resolved above
             self._send_error(500, f"Unexpected script item {item!r} (fake).")
             return
+        if isinstance(answer, Raw):
+            self._send_raw(answer)
+            return
+        content = answer
         model = body.get("model") if isinstance(body.get("model"), str) else DEFAULT_MODEL_ID
         prompt_tokens = _rough_tokens(_all_message_text(body))
         completion_tokens = _rough_tokens(content)
@@ -620,6 +641,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
             headers["Retry-After"] = _format_retry_after(item.retry_after)
         body = item.body if item.body is not None else _error_body(item.code)
         self._send_json(item.code, body, headers)
+
+    def _send_raw(self, item: Raw) -> None:
+        self.send_response(item.code)
+        self.send_header("Content-Type", item.content_type)
+        self.send_header("Content-Length", str(len(item.body)))
+        self.end_headers()
+        self.wfile.write(item.body)
+        self.wfile.flush()
 
     def _send_error(self, code: int, message: str | None = None) -> None:
         self._send_json(code, _error_body(code, message))
