@@ -682,8 +682,9 @@ class Settings(BaseSettings):
         default=16 * 1024,
         ge=1024,
         validation_alias="MEMWELL_API_MAX_HEADER_BYTES",
-        description="Largest request line plus headers, however they arrive; a larger "
-        "one is answered 431 and its connection closed.",
+        description="Largest request line plus headers, counted as the bytes received "
+        "(whitespace included), however they arrive; a larger one is answered 431 and its "
+        "connection closed.",
     )
     api_limit_concurrency: int = Field(
         default=0,
