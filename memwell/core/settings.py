@@ -122,7 +122,8 @@ class Settings(BaseSettings):
         description="A GGUF model file you bring: `memwell up` serves it with llama.cpp's "
         "OpenAI-compatible server (pip install 'memwell[llm-local]') on a loopback port, "
         "and points the chat doors and LLM mode at it. Memwell never downloads a model. "
-        "Unset: no local model server.",
+        "Unset or empty: no local model server. It must be a readable regular file that "
+        "starts with the GGUF magic bytes, checked before anything starts.",
     )
     local_llm_port: int | None = Field(
         default=None,
@@ -862,6 +863,12 @@ class Settings(BaseSettings):
         if value is not None:
             _obeys(check_http_url, value)
         return value
+
+    @field_validator("local_llm_gguf", mode="before")
+    @classmethod
+    def _empty_gguf_is_unset(cls, value: object) -> object:
+        # As Path, "" would be ".", the working directory, refused as "a directory".
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("api_url")
     @classmethod
