@@ -570,6 +570,15 @@ class Settings(BaseSettings):
         description="Tombstones are hard-deleted this long after they were made.",
     )
     prune_every_s: float = Field(default=3600.0, gt=0, validation_alias="MEMWELL_PRUNE_EVERY_S")
+    dropped_turns_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias="MEMWELL_DROPPED_TURNS_RETENTION_DAYS",
+        description="The record of a dropped turn (its user erased or its session cleared "
+        "while it was on its way) is deleted by prune this long after the drop: until then "
+        "its status reads `dropped` and a late delivery of it is dropped too; after, its "
+        "status reads `unknown` (an erased user's late turns stay dropped by the erasure).",
+    )
     ttl_days_by_kind: dict[str, float] = Field(
         default_factory=lambda: {"episode": 90.0},
         validation_alias="MEMWELL_TTL_DAYS_BY_KIND",

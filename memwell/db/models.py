@@ -568,3 +568,6 @@ class DroppedTurn(Base):
     turn_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     reason: Mapped[str] = mapped_column(String(64))
     dropped_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    # prune deletes the oldest records first, past their retention.
+    __table_args__ = (Index("ix_dropped_turns_dropped_at", "dropped_at"),)
