@@ -248,7 +248,7 @@ def summarize_session(
     if result.folded and result.summary:
         # After the commit: the chat path reads the summary from the buffer's key.
         runtime.buffer.set_summary(tenant, user_id, session_id, result.summary)
-    return {"folded": result.folded}
+    return {"folded": result.folded, "dropped": result.dropped}
 
 
 @app.task(

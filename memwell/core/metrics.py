@@ -87,6 +87,12 @@ DEAD_LETTERS_TOTAL = Counter(
     "memwell_dead_letters_total", "Tasks that failed for good and became dead letters.", ["task"]
 )
 
+SUMMARY_TURNS_DROPPED_TOTAL = Counter(
+    "memwell_summary_turns_dropped_total",
+    "Turns a summary request named that were dropped (their session cleared, their user "
+    "erased) and will never be stored: skipped, where a turn still on its way is retried.",
+)
+
 # --- per stage -------------------------------------------------------------------------
 LLM_CALLS_TOTAL = Counter(
     "memwell_llm_calls_total",
