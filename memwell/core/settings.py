@@ -540,6 +540,24 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_WORKER_CONCURRENCY",
         description="Processes per worker when --concurrency is not given.",
     )
+    dead_letter_raw_max_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        le=16 * 1024 * 1024,
+        validation_alias="MEMWELL_DEAD_LETTER_RAW_MAX_BYTES",
+        description="A message no worker could read is kept as a dead letter with its "
+        "first this many bytes; a longer one is recorded as truncated, with its whole "
+        "size and SHA-256.",
+    )
+    dead_letter_raw_max_open: int = Field(
+        default=1000,
+        ge=1,
+        validation_alias="MEMWELL_DEAD_LETTER_RAW_MAX_OPEN",
+        description="Open dead letters of unreadable messages kept at most (with the "
+        "default size cap, about 90 MB). Past it a new one is not stored but counted: "
+        "`memwell status`, `memwell dlq list` and memwell_dead_letters_not_kept_total "
+        "show how many; `memwell dlq discard --raw` makes room.",
+    )
 
     # --- maintenance: beat jobs (decay, prune, TTL, idle sessions, sweep) --------------
     # Decay: strength = 2 ^ -(days since last use / half_life), with
