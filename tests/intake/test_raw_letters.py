@@ -26,6 +26,7 @@ from memwell.intake.raw_letters import (
 )
 from memwell.local.cli import main
 from memwell.local.session_services import PostgresService
+from memwell.maintenance.status import StackStatus, read_store, render
 from tests.support.maintenance_factories import isolated_database
 
 CAP = 1024
@@ -89,6 +90,10 @@ def test_past_the_bound_messages_are_counted_until_discarded(
         not_kept = raw_not_kept(session)
     assert not_kept is not None and not_kept.count == 7
     assert not_kept.last_error == "not a message: x (8 bytes)"  # never the content
+    status = StackStatus()
+    read_store(status, ldb)
+    assert (status.raw_letters_open, status.raw_letters_not_kept) == (3, 7)
+    assert "  unreadable    3 open, 7 more not kept (at their bound)" in render(status)
 
     # The operator sees the count where they look for letters.
     monkeypatch.setenv("DATABASE_URL", str(ldb.kw["bind"].url.render_as_string(False)))
