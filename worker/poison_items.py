@@ -9,11 +9,12 @@ queue of that worker waited for the restart.
 
 The transport (worker/broker_transport.py) screens each popped item with `problem_of`
 before Kombu reads it. One that Kombu could not deliver is kept here as a dead letter
-with its bytes, the log names only its queue, its size and the problem, and the
-channel reads on as if the pop had found nothing. An item that is an envelope but not
-a task (a body that is not JSON, an unknown task) goes on to the consumer, which keeps
-it the same way (worker/undecodable.py). Neither kind is replayable: its bytes are not
-a task's arguments.
+with its bytes (within the size cap and the bound of memwell/intake/raw_letters.py),
+the log names only its queue, its size and the problem (once a minute per queue and
+problem, with a count), and the channel reads on as if the pop had found nothing. An
+item that is an envelope but not a task (a body that is not JSON, an unknown task) goes
+on to the consumer, which keeps it the same way (worker/undecodable.py). Neither kind
+is replayable: its bytes are not a task's arguments.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ import orjson
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
+from memwell.core.log_throttle import LogThrottle
 from worker.undecodable import UNREADABLE_TASK, store
 
 log = logging.getLogger(__name__)
+#: A flood of poison items logs one line per queue and problem a minute, with a count.
+throttled = LogThrottle(log)
 
 #: The JSON names of what an item held instead of an envelope (an object).
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number",
@@ -85,11 +89,11 @@ def keep_item(queue: str, item: bytes | str, problem: str) -> None:
     """Keep a raw item of `queue` that is not a message as a dead letter, and log that it
     was: its queue, size and problem only."""
     raw = item if isinstance(item, bytes) else item.encode("utf-8", "surrogateescape")
-    letter = store(
+    outcome = store(
         raw, task_name=UNREADABLE_TASK, error=f"not a message: {problem}", details={"queue": queue}
     )
-    log.error(
+    throttled.log(
+        logging.ERROR, (queue, problem),
         "a raw item on queue %s is not a message (%s): %d bytes; %s",
-        queue, problem, len(raw),
-        f"kept as dead letter {letter}" if letter is not None else "could not be kept",
+        queue, problem, len(raw), outcome,
     )  # fmt: skip

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from memwell.auth.size_limits import check_turns
 from memwell.core import stack
 from memwell.core.errors import TooLarge
+from memwell.core.log_throttle import LogThrottle
 from memwell.core.queues import TaskName
 from memwell.core.redaction import describe
 from memwell.core.redis_clients import sync_client
@@ -38,6 +39,8 @@ from worker.celery_app import app
 from worker.runtime import get_redis, get_runtime
 
 log = logging.getLogger(__name__)
+#: While the database refuses dead letters, one line per task and error a minute.
+throttled = LogThrottle(log)
 
 # Worth retrying: the database or broker is briefly away. Anything else is a bug or
 # bad data, and retrying would only delay the dead letter.
@@ -105,8 +108,11 @@ def _dead_letter(task_name: str, payload: dict[str, Any], error: str, tenant: An
                 error=error,
                 tenant=tenant if isinstance(tenant, str) and 0 < len(tenant) <= 128 else None,
             )
-    except Exception:  # the database may be the reason we are here
-        log.exception("could not record dead letter for %s: %s", task_name, error)
+    except Exception as exc:  # the database may be the reason we are here
+        throttled.log(
+            logging.ERROR, (task_name, type(exc)),
+            "could not record dead letter for %s: %s", task_name, error, exc_info=True,
+        )  # fmt: skip
 
 
 def _inbox_done(task_id: object) -> None:
@@ -265,7 +271,7 @@ def summarize_session(
     if result.folded and result.summary:
         # After the commit: the chat path reads the summary from the buffer's key.
         runtime.buffer.set_summary(tenant, user_id, session_id, result.summary)
-    return {"folded": result.folded}
+    return {"folded": result.folded, "dropped": result.dropped}
 
 
 @app.task(

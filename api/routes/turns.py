@@ -91,9 +91,9 @@ async def delete_transcript(
 ) -> TranscriptCleared:
     """The named turns (stored and buffered), or the whole session's turns, row and
     buffer. Turns acknowledged before the clear and still on their way are dropped when
-    they arrive (status `dropped`); turns sent after it are kept. Memories already
-    consolidated from them stay: DELETE /v1/sessions/{id}?with_memories=true removes
-    those too."""
+    they arrive (status `dropped`), and the cleared ones read `dropped` too; turns sent
+    after it are kept. Memories already consolidated from them stay:
+    DELETE /v1/sessions/{id}?with_memories=true removes those too."""
     async with async_tenant_session(state.sessions, tenant) as session:
         return await clear_transcript(
             session, buffer=state.chat.buffer, tenant=tenant, user_id=query.user_id,

@@ -37,6 +37,7 @@ from bench.evals.locomo import Scores, evaluate_memwell
 from bench.harness.api_server import free_port
 from bench.harness.host import describe_host
 from bench.harness.locomo_data import CATEGORIES, Conversation, dia_id, load
+from bench.harness.progress import progress
 from bench.harness.stack import LOCOMO_DEFAULT, full_stack, stop_group
 from memwell.core.settings import get_settings
 from memwell.db.engine import make_engine
@@ -118,18 +119,16 @@ def ingest(conversations: list[Conversation], database_url: str, redis_url: str)
         enqueue_turns(conv.turns, tenant=TENANT, broker_url=redis_url, chunk_size=50)
     engine = make_engine(database_url, pool_size=1)
     try:
-        while True:
-            settled = _settled(engine)
-            done = sum(n for status, n in settled.items() if status != "pending")
-            elapsed = time.perf_counter() - started
-            print(f"\r  settled {done}/{total} turns in {elapsed:.0f} s", end="",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            if done >= total:
-                break
-            time.sleep(1.0)
+        with progress("settled turns", total) as bar:
+            while True:
+                settled = _settled(engine)
+                done = sum(n for status, n in settled.items() if status != "pending")
+                bar.update(done)
+                if done >= total:
+                    break
+                time.sleep(1.0)
     finally:
         engine.dispose()
-    print(file=sys.stderr)
     return time.perf_counter() - started
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ from sqlalchemy import text
 from bench.harness.answer_metrics import containment, one_credit_recall
 from bench.harness.bm25 import BM25
 from bench.harness.locomo_data import CATEGORIES, Conversation, Question, dia_id, load
+from bench.harness.progress import progress
 from bench.harness.stack import LOCOMO_DEFAULT, full_stack, percentile
 from memwell.core.settings import get_settings
 from memwell.core.tokens import count_tokens
@@ -135,16 +135,16 @@ def ingest(conversations: list[Conversation], database_url: str, redis_url: str)
         total += len(turns)
     engine = make_engine(database_url, pool_size=1)
     done = 0
-    while done < total:
-        with engine.connect() as conn:
-            done = conn.execute(
-                text("SELECT count(*) FROM turns WHERE tenant = :t AND status = 'processed'"),
-                {"t": TENANT},
-            ).scalar_one()
-        print(f"\r  consolidated {done}/{total} turns", end="", file=sys.stderr, flush=True)
-        if done < total:
-            time.sleep(1.0)
-    print(file=sys.stderr)
+    with progress("consolidated turns", total) as bar:
+        while done < total:
+            with engine.connect() as conn:
+                done = conn.execute(
+                    text("SELECT count(*) FROM turns WHERE tenant = :t AND status = 'processed'"),
+                    {"t": TENANT},
+                ).scalar_one()
+            bar.update(done)
+            if done < total:
+                time.sleep(1.0)
     engine.dispose()
     return time.perf_counter() - started
 

@@ -37,6 +37,7 @@ from bench.harness.chat_stack import API_ENV, ChatStack, chat_bodies, chat_stack
 from bench.harness.common import percentile, print_table
 from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, describe_onnx, tree_cpu_s
+from bench.harness.progress import progress
 from bench.harness.real_store import locomo_asks, locomo_beside_synthetic
 from memwell.core.settings import Settings
 from memwell.db.driver import libpq_url
@@ -125,7 +126,10 @@ class Sample:
 def send_sequential(chat: ChatStack, bodies: Sequence[dict[str, str]], label: str) -> list[Sample]:
     """POST each body in turn on one keep-alive connection; any non-200 stops the run."""
     samples = []
-    with httpx.Client(base_url=chat.api.url, headers=chat.headers, timeout=30) as client:
+    with (
+        httpx.Client(base_url=chat.api.url, headers=chat.headers, timeout=30) as client,
+        progress(label, len(bodies)) as bar,
+    ):
         for n, body in enumerate(bodies, 1):
             t0 = time.perf_counter()
             response = client.post("/v1/chat", json=body)
@@ -134,8 +138,7 @@ def send_sequential(chat: ChatStack, bodies: Sequence[dict[str, str]], label: st
                 raise RuntimeError(f"POST /v1/chat: {response.status_code} {response.text[:300]}")
             samples.append(Sample(client_ms, response.json()["timings_ms"]))
             if n % 25 == 0 or n == len(bodies):
-                print(f"\r  {label}: {n}/{len(bodies)}", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+                bar.update(n)
     return samples
 
 

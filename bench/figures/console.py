@@ -36,6 +36,7 @@ from bench.harness.api_server import serve_api
 from bench.harness.common import percentile, print_table
 from bench.harness.headline import ReportRow, add_json_flag, write_json
 from bench.harness.host import describe_host
+from bench.harness.progress import progress
 from bench.harness.stack import BenchStack, services
 from memwell.core.settings import Settings
 from memwell.db.driver import libpq_url
@@ -87,7 +88,7 @@ def load_user(url: str, n: int, model: str, dims: int) -> None:
     """COPY `n` memories of one user, in chunks, then analyze and checkpoint."""
     rng = np.random.default_rng(7)
     chunk = 20_000
-    with psycopg.connect(libpq_url(url)) as conn:
+    with psycopg.connect(libpq_url(url)) as conn, progress("COPY", n) as bar:
         register_vector(conn)
         for start in range(0, n, chunk):
             size = min(chunk, n - start)
@@ -102,8 +103,7 @@ def load_user(url: str, n: int, model: str, dims: int) -> None:
                                     f"{i:064x}", vectors[j], model, (i % 10) / 10, at, at,
                                     f"session-{i % 20}", [f"turn-{i}"]))  # fmt: skip
             conn.commit()
-            print(f"\r  COPY {start + size:,}/{n:,}", end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
+            bar.update(start + size)
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE memories")
         conn.execute("CHECKPOINT")

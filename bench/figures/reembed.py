@@ -27,6 +27,7 @@ from sqlalchemy import text
 from bench.harness.chat_stack import load_store
 from bench.harness.common import print_table
 from bench.harness.host import describe_host
+from bench.harness.progress import progress
 from bench.harness.stack import service_env, services, worker_process
 from memwell.core.settings import get_settings
 from memwell.db.engine import make_engine, make_sessionmaker
@@ -63,21 +64,19 @@ def _wait(get: object, done: object, label: str) -> MigrationStatus:
     """Poll the migration until `done(status)`, drawing progress on stderr."""
     assert callable(get) and callable(done)
     started = time.perf_counter()
-    while True:
-        status: MigrationStatus = get()
-        elapsed = time.perf_counter() - started
-        rate = status.embedded / elapsed if elapsed else 0.0
-        print(
-            f"\r  {label}: {status.state}, {status.embedded:,}/{status.total:,} walked, "
-            f"{status.switched_users:,} users switched, {rate:,.0f}/s   ",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-        if done(status):
-            print(file=sys.stderr)
-            return status
-        time.sleep(POLL_S)
+    with progress(label) as bar:
+        while True:
+            status: MigrationStatus = get()
+            elapsed = time.perf_counter() - started
+            rate = status.embedded / elapsed if elapsed else 0.0
+            bar.total = status.total
+            bar.update(
+                status.embedded,
+                f"walked, {status.state}, {status.switched_users:,} users switched, {rate:,.0f}/s",
+            )
+            if done(status):
+                return status
+            time.sleep(POLL_S)
 
 
 def main() -> int:

@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session
 
 from bench.harness.headline import ReportRow, add_json_flag, figure_main
 from bench.harness.host import describe_host, describe_onnx
+from bench.harness.progress import progress
 from bench.harness.stack import percentile, postgres_only
 from memwell.core.settings import get_settings
 from memwell.db.driver import libpq_url
@@ -80,10 +81,6 @@ COPY_SQL = (
 )
 COPY_TYPES = ["varchar", "varchar", "varchar", "text", "varchar", "vector", "varchar",
               "float8", "timestamptz"]  # fmt: skip
-
-
-def _progress(label: str, done: int, total: int) -> None:
-    print(f"\r  {label}: {done:,}/{total:,}", end="", file=sys.stderr, flush=True)
 
 
 def owners(rows: int, users: int, big: int, rng: np.random.Generator) -> np.ndarray:
@@ -131,7 +128,7 @@ def load(
     chat path's retrieval really scans these rows."""
     chunk = 20_000
     started = time.perf_counter()
-    with psycopg.connect(libpq_url(url)) as conn:
+    with psycopg.connect(libpq_url(url)) as conn, progress("COPY", len(owner)) as bar:
         register_vector(conn)
         for start in range(0, len(owner), chunk):
             part = owner[start : start + chunk]
@@ -140,8 +137,7 @@ def load(
                 for row in _rows(start, part, _unit(rng, len(part), dims), model, name):
                     copy.write_row(row)
             conn.commit()
-            _progress("COPY", start + len(part), len(owner))
-        print(file=sys.stderr)
+            bar.update(start + len(part))
     rate = len(owner) / (time.perf_counter() - started)
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE memories")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import time
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from bench.harness.progress import progress
 from memwell.db.models import Turn
 
 
@@ -23,9 +23,9 @@ def wait_processed(
     """Block until `total` turns are processed (or the timeout); returns how many were."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     done = 0
-    while done < total and (deadline is None or time.monotonic() < deadline):
-        time.sleep(0.2)
-        done = processed_turns(sessions)
-        print(f"  processed {done}/{total}", end="\r", file=sys.stderr)
-    print(file=sys.stderr)
+    with progress("processed", total) as bar:
+        while done < total and (deadline is None or time.monotonic() < deadline):
+            time.sleep(0.2)
+            done = processed_turns(sessions)
+            bar.update(done)
     return done

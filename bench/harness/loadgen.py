@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from bench.harness.common import percentile
+from bench.harness.progress import Progress, progress
 
 #: Longest wait a refused client honours (a bad Retry-After must not stall a run).
 MAX_RETRY_AFTER_S = 5.0
@@ -112,9 +112,9 @@ async def _client_loop(
             await asyncio.sleep(min(wait, max(0.0, state.deadline - now)))
 
 
-async def _progress(label: str, state: _Shared) -> None:
+async def _show(bar: Progress, state: _Shared) -> None:
     while True:
-        print(f"\r  {label}: {state.next}/{state.count}", end="", file=sys.stderr, flush=True)
+        bar.update(state.next)
         await asyncio.sleep(1)
 
 
@@ -141,16 +141,18 @@ async def _run(
     started = time.perf_counter()
     cpu_started = time.process_time()
     state = _Shared(count=count, deadline=started + time_cap_s)
-    progress = asyncio.create_task(_progress(label, state))
+    bar = progress(label, count)
+    shown = asyncio.create_task(_show(bar, state))
     try:
         await asyncio.gather(*(_client_loop(client, path, bodies, state) for client in pool))
     finally:
         elapsed = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
-        progress.cancel()
+        shown.cancel()
         await asyncio.gather(*(client.aclose() for client in pool))
-    print(f"\r  {label}: {len(state.latencies_ms)} ok, {state.refused} refused (503), "
-          f"{sum(state.errors.values())} errors, {elapsed:.1f} s", file=sys.stderr)  # fmt: skip
+        bar.update(state.next)
+        bar.close(f"{len(state.latencies_ms)} ok, {state.refused} refused (503), "
+                  f"{sum(state.errors.values())} errors, {elapsed:.1f} s")  # fmt: skip
     return LoadResult(
         clients, state.latencies_ms, dict(state.errors), elapsed, refused=state.refused,
         client_cpu_s=cpu, end_to_end_ms=state.end_to_end_ms,

@@ -4,7 +4,6 @@ code (memwell/buffer/session_buffer.py, the chat path's append script) and read 
 from __future__ import annotations
 
 import shutil
-import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +12,7 @@ import redis
 
 from bench.figures.retrieval import TENANT
 from bench.harness.chat_stack import chat_bodies
+from bench.harness.progress import progress
 from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.core.settings import Settings
 from memwell.llm.recall import LABEL
@@ -52,15 +52,15 @@ def _fill(client: redis.Redis, *, sessions: int, exchanges: int) -> float:
     )
     bodies = chat_bodies(sessions * exchanges, users=sessions, per_session=exchanges)
     now = datetime.now(UTC).isoformat()
-    for n, body in enumerate(bodies):
-        pair = [
-            buffer.make_turn(turn_id=f"t{n}-{role}", role=role, content=text, created_at=now)
-            for role, text in (("user", body["message"]), ("assistant", REPLY))
-        ]
-        buffer.append(TENANT, body["user_id"], body["session_id"], pair)
-        if n % 1000 == 999:
-            print(f"\r  filling buffers: {n + 1:,}/{len(bodies):,}", end="", file=sys.stderr)
-    print(file=sys.stderr)
+    with progress("filling buffers", len(bodies)) as bar:
+        for n, body in enumerate(bodies):
+            pair = [
+                buffer.make_turn(turn_id=f"t{n}-{role}", role=role, content=text, created_at=now)
+                for role, text in (("user", body["message"]), ("assistant", REPLY))
+            ]
+            buffer.append(TENANT, body["user_id"], body["session_id"], pair)
+            if n % 1000 == 999 or n == len(bodies) - 1:
+                bar.update(n + 1)
     session_ids = {(b["user_id"], b["session_id"]) for b in bodies}
     totals = [buffer.read(TENANT, u, s).total_tokens for u, s in session_ids]
     return sum(totals) / len(totals)

@@ -86,6 +86,19 @@ TASKS_TOTAL = Counter(
 DEAD_LETTERS_TOTAL = Counter(
     "memwell_dead_letters_total", "Tasks that failed for good and became dead letters.", ["task"]
 )
+DEAD_LETTERS_NOT_KEPT_TOTAL = Counter(
+    "memwell_dead_letters_not_kept_total",
+    "Unreadable messages a worker could not keep as dead letters, by reason: bound (the "
+    "open ones were at MEMWELL_DEAD_LETTER_RAW_MAX_OPEN), unstorable (the database "
+    "refused or was away).",
+    ["reason"],
+)
+
+SUMMARY_TURNS_DROPPED_TOTAL = Counter(
+    "memwell_summary_turns_dropped_total",
+    "Turns a summary request named that were dropped (their session cleared, their user "
+    "erased) and will never be stored: skipped, where a turn still on its way is retried.",
+)
 
 # --- per stage -------------------------------------------------------------------------
 LLM_CALLS_TOTAL = Counter(

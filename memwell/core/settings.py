@@ -122,7 +122,8 @@ class Settings(BaseSettings):
         description="A GGUF model file you bring: `memwell up` serves it with llama.cpp's "
         "OpenAI-compatible server (pip install 'memwell[llm-local]') on a loopback port, "
         "and points the chat doors and LLM mode at it. Memwell never downloads a model. "
-        "Unset: no local model server.",
+        "Unset or empty: no local model server. It must be a readable regular file that "
+        "starts with the GGUF magic bytes, checked before anything starts.",
     )
     local_llm_port: int | None = Field(
         default=None,
@@ -539,6 +540,24 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_WORKER_CONCURRENCY",
         description="Processes per worker when --concurrency is not given.",
     )
+    dead_letter_raw_max_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        le=16 * 1024 * 1024,
+        validation_alias="MEMWELL_DEAD_LETTER_RAW_MAX_BYTES",
+        description="A message no worker could read is kept as a dead letter with its "
+        "first this many bytes; a longer one is recorded as truncated, with its whole "
+        "size and SHA-256.",
+    )
+    dead_letter_raw_max_open: int = Field(
+        default=1000,
+        ge=1,
+        validation_alias="MEMWELL_DEAD_LETTER_RAW_MAX_OPEN",
+        description="Open dead letters of unreadable messages kept at most (with the "
+        "default size cap, about 90 MB). Past it a new one is not stored but counted: "
+        "`memwell status`, `memwell dlq list` and memwell_dead_letters_not_kept_total "
+        "show how many; `memwell dlq discard --raw` makes room.",
+    )
 
     # --- maintenance: beat jobs (decay, prune, TTL, idle sessions, sweep) --------------
     # Decay: strength = 2 ^ -(days since last use / half_life), with
@@ -569,6 +588,15 @@ class Settings(BaseSettings):
         description="Tombstones are hard-deleted this long after they were made.",
     )
     prune_every_s: float = Field(default=3600.0, gt=0, validation_alias="MEMWELL_PRUNE_EVERY_S")
+    dropped_turns_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias="MEMWELL_DROPPED_TURNS_RETENTION_DAYS",
+        description="The record of a dropped turn (its user erased or its session cleared "
+        "while it was on its way) is deleted by prune this long after the drop: until then "
+        "its status reads `dropped` and a late delivery of it is dropped too; after, its "
+        "status reads `unknown` (an erased user's late turns stay dropped by the erasure).",
+    )
     ttl_days_by_kind: dict[str, float] = Field(
         default_factory=lambda: {"episode": 90.0},
         validation_alias="MEMWELL_TTL_DAYS_BY_KIND",
@@ -682,8 +710,9 @@ class Settings(BaseSettings):
         default=16 * 1024,
         ge=1024,
         validation_alias="MEMWELL_API_MAX_HEADER_BYTES",
-        description="Largest request line plus headers, however they arrive; a larger "
-        "one is answered 431 and its connection closed.",
+        description="Largest request line plus headers, counted as the bytes received "
+        "(whitespace included), however they arrive; a larger one is answered 431 and its "
+        "connection closed.",
     )
     api_limit_concurrency: int = Field(
         default=0,
@@ -861,6 +890,12 @@ class Settings(BaseSettings):
         if value is not None:
             _obeys(check_http_url, value)
         return value
+
+    @field_validator("local_llm_gguf", mode="before")
+    @classmethod
+    def _empty_gguf_is_unset(cls, value: object) -> object:
+        # As Path, "" would be ".", the working directory, refused as "a directory".
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("api_url")
     @classmethod

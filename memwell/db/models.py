@@ -492,7 +492,28 @@ class DeadLetter(Base):
 
     __table_args__ = (
         Index("ix_dead_letters_open", "created_at", postgresql_where=text("replayed_at IS NULL")),
+        # The open letters of unreadable messages, counted against their bound before each
+        # new one: the count reads this index, never the (large, TOASTed) payloads.
+        Index(
+            "ix_dead_letters_raw_open",
+            "id",
+            postgresql_where=text("replayed_at IS NULL AND payload ? 'unreadable_body_b64'"),
+        ),
     )
+
+
+class DeadLettersNotKept(Base):
+    """Unreadable messages not kept as dead letters because the open ones were at their
+    bound (MEMWELL_DEAD_LETTER_RAW_MAX_OPEN): how many, since when, and the last one's
+    error (its problem and size, never its content). One row per kind of letter."""
+
+    __tablename__ = "dead_letters_not_kept"
+
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    count: Mapped[int] = mapped_column(BigInteger)
+    first_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+    last_error: Mapped[str] = mapped_column(Text)
 
 
 class LlmUsage(Base):
@@ -571,3 +592,6 @@ class DroppedTurn(Base):
     turn_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     reason: Mapped[str] = mapped_column(String(64))
     dropped_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=_now())
+
+    # prune deletes the oldest records first, past their retention.
+    __table_args__ = (Index("ix_dropped_turns_dropped_at", "dropped_at"),)

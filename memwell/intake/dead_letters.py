@@ -1,12 +1,11 @@
 """Dead letters: tasks that failed for good, kept with their payload for replay
 (`memwell dlq list` / `memwell dlq replay`), and messages no worker could read as a
 task, kept as their raw bytes for the operator (not replayable: they hold no task's
-arguments to re-send)."""
+arguments to re-send; bounded in size and number, memwell/intake/raw_letters.py)."""
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -81,11 +80,6 @@ def record_dead_letter(
     session.flush()
     DEAD_LETTERS_TOTAL.labels(task_name).inc()
     return letter.id
-
-
-def raw_payload(raw: bytes, details: Mapping[str, str]) -> dict[str, Any]:
-    """The payload of a letter that keeps `raw` whole, with what is known of it."""
-    return {RAW_BYTES_KEY: base64.b64encode(raw).decode("ascii"), **details}
 
 
 def replayable(payload: Any) -> bool:

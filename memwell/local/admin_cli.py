@@ -35,9 +35,18 @@ def dlq_list(include_replayed: bool, limit: int, show_payload: bool) -> None:
     import textwrap
 
     from memwell.intake.dead_letters import list_dead_letters, replayable, turn_ids_of
+    from memwell.intake.raw_letters import raw_not_kept
 
     with operator_sessions().begin() as session:
         letters = list_dead_letters(session, include_replayed=include_replayed, limit=limit)
+        not_kept = raw_not_kept(session)
+        if not_kept is not None:
+            click.echo(
+                f"{not_kept.count} unreadable messages not kept (raw letters at their bound, "
+                f"MEMWELL_DEAD_LETTER_RAW_MAX_OPEN) since {not_kept.first_at:%Y-%m-%d %H:%M:%S}, "
+                f"last {not_kept.last_at:%Y-%m-%d %H:%M:%S}: {not_kept.last_error}; "
+                "`memwell dlq discard --raw` makes room"
+            )
         if not letters:
             click.echo("no dead letters")
         for d in letters:
@@ -68,6 +77,26 @@ def dlq_replay(ids: tuple[int, ...], replay_all: bool) -> None:
     with operator_sessions().begin() as session:
         done = replay_dead_letters(session, send_by_name, ids=list(ids) if ids else None)
     click.echo(f"replayed {len(done)}: {', '.join(map(str, done)) or '-'}")
+
+
+@dlq.command("discard")
+@click.argument("ids", nargs=-1, type=int)
+@click.option(
+    "--raw",
+    "every_raw",
+    is_flag=True,
+    help="Every open letter of an unreadable message, and the count of those not kept.",
+)
+def dlq_discard(ids: tuple[int, ...], every_raw: bool) -> None:
+    """Delete open dead letters (by id, or --raw): for letters an operator has read and
+    will not replay, such as raw ones, whose number is bounded."""
+    from memwell.intake.raw_letters import discard_dead_letters
+
+    if not ids and not every_raw:
+        raise click.UsageError("give dead-letter ids, or --raw")
+    with operator_sessions().begin() as session:
+        done = discard_dead_letters(session, ids=ids, every_raw=every_raw)
+    click.echo(f"discarded {len(done)}: {', '.join(map(str, done)) or '-'}")
 
 
 @click.group()

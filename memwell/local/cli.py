@@ -11,7 +11,7 @@ import click
 
 from memwell import __version__
 from memwell.local.admin_cli import dlq, keys
-from memwell.local.cli_errors import OneLineErrors
+from memwell.local.cli_errors import BadOption, OneLineErrors
 from memwell.local.maintenance_cli import maintenance
 from memwell.local.reembed_cli import reembed
 
@@ -133,6 +133,20 @@ def demo(api_url: str | None) -> None:
         raise SystemExit(1)
 
 
+def _gguf_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """--llm-gguf, checked as it is parsed: only an existing, readable regular file in
+    GGUF passes, before anything starts."""
+    if value is None:
+        return None
+    from memwell.core.errors import ConfigurationError
+    from memwell.local.llm_server import gguf_path
+
+    try:
+        return gguf_path(value)
+    except ConfigurationError as exc:
+        raise BadOption(f"--llm-gguf: {exc}") from None
+
+
 @main.command()
 @click.option(
     "--demo/--no-demo", "with_demo", default=False, help="Run the demo once the stack is up."
@@ -140,8 +154,8 @@ def demo(api_url: str | None) -> None:
 @click.option("--exit-after-demo", is_flag=True, help="Stop the stack when the demo ends.")
 @click.option(
     "--llm-gguf",
-    type=click.Path(dir_okay=True, path_type=Path),
     default=None,
+    callback=_gguf_file,
     metavar="PATH",
     help="Serve this GGUF model with llama.cpp (the llm-local extra) and use it for chat "
     "and LLM mode (default MEMWELL_LOCAL_LLM_GGUF).",

@@ -61,6 +61,14 @@ def describe(exc: BaseException) -> str | None:
     return f"cannot reach {service}: {reason}"
 
 
+class BadOption(click.ClickException):
+    """An option value refused before anything runs: `Error: <message>` alone, and
+    click's exit code for bad usage, 2 (click's own BadParameter adds the usage text,
+    four lines for one mistake)."""
+
+    exit_code = 2
+
+
 class OneLineErrors(click.Group):
     """A group whose commands (and sub-groups') fail with one line, see the module doc."""
 

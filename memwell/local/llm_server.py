@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,21 +33,70 @@ _INSTALL_HINT = "pip install 'memwell[llm-local]'"
 LOCAL_LLM_TIMEOUT_S = 120.0
 
 
+#: What a path that is not a regular file is, for the refusal.
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def gguf_path(raw: str) -> Path:
+    """`raw` (as given on the command line or in the environment) as a checked GGUF
+    model file: ConfigurationError, in one line, for anything else. Checked on the
+    string: an empty one would otherwise name the working directory."""
+    if not raw.strip():
+        raise ConfigurationError("the GGUF model path is empty: give the path of a .gguf file")
+    path = Path(raw).expanduser()
+    check_gguf(path)
+    return path
+
+
 def check_gguf(path: Path) -> None:
-    """ConfigurationError unless `path` is a readable GGUF file."""
+    """ConfigurationError unless `path` is a readable regular file in GGUF.
+
+    Looked at before it is opened, and opened without blocking: opening a named pipe
+    waits for a writer (forever, silently) and a device may never end."""
     try:
-        with path.open("rb") as f:
-            magic = f.read(len(GGUF_MAGIC))
-    except FileNotFoundError:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
         raise ConfigurationError(f"the GGUF model file {path} does not exist") from None
-    except IsADirectoryError:
-        raise ConfigurationError(f"the GGUF model path {path} is a directory") from None
     except OSError as exc:
-        raise ConfigurationError(f"cannot read the GGUF model file {path}: {exc}") from None
+        raise ConfigurationError(
+            f"cannot read the GGUF model file {path}: {_reason(exc)}"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise ConfigurationError(f"the GGUF model path {path} is {_kind(mode)}, not a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the GGUF model file {path}: {_reason(exc)}"
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the look
+            raise ConfigurationError(f"the GGUF model path {path} is not a regular file")
+        magic = os.read(fd, len(GGUF_MAGIC))
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read the GGUF model file {path}: {_reason(exc)}"
+        ) from None
+    finally:
+        os.close(fd)
     if magic != GGUF_MAGIC:
         raise ConfigurationError(
             f"{path} is not a GGUF model file (it does not start with the GGUF magic bytes)"
         )
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 def check_runtime(libraries: Sequence[str] = _SERVER_LIBRARIES) -> None:
@@ -148,7 +198,6 @@ def planned_server(settings: Settings) -> LocalLlmServer | None:
             "MEMWELL_LOCAL_LLM_GGUF (--llm-gguf) and OPENAI_BASE_URL are both set: "
             "unset one, the stack talks to one model endpoint"
         )
-    gguf = gguf.expanduser().resolve()
-    check_gguf(gguf)
+    gguf = gguf_path(str(gguf)).resolve()
     check_runtime()
     return LocalLlmServer.from_settings(settings, gguf)

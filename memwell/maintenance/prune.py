@@ -15,8 +15,15 @@ that point at a row being deleted are tombstoned first, so the foreign key's SET
 cannot resurrect them as live memories. History (memory_events) is kept: it has no
 foreign key and outlives the row.
 
-Both phases lock with FOR UPDATE SKIP LOCKED and re-check their predicate on the row
-they lock, so two runs at once act on each row exactly once.
+Phase 3 deletes the records of dropped turns (memwell/intake/dropped_turns.py) older
+than their retention: like a tombstone, such a record answers for a while (a turn's
+status reads `dropped`, a late delivery of the turn is dropped too) and then goes, so
+the table does not grow with every clear for ever. Past it, a turn that was dropped
+reads `unknown`; an erased user's late turns stay dropped by the erasure's own
+tombstone.
+
+Every phase locks with FOR UPDATE SKIP LOCKED and re-checks its predicate on the row
+it locks, so two runs at once act on each row exactly once.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class PrunePolicy:
     retention_floor: float = 0.05
     importance_floor: float = 0.8
     grace: timedelta = timedelta(days=30)
+    dropped_turns_retention: timedelta = timedelta(days=30)
     ttl_days_by_kind: tuple[tuple[str, float], ...] = (("episode", 90.0),)
 
     def __post_init__(self) -> None:
@@ -57,6 +65,7 @@ class PrunePolicy:
             retention_floor=settings.prune_retention_floor,
             importance_floor=settings.prune_importance_floor,
             grace=timedelta(days=settings.prune_grace_days),
+            dropped_turns_retention=timedelta(days=settings.dropped_turns_retention_days),
             ttl_days_by_kind=tuple(sorted(settings.ttl_days_by_kind.items())),
         )
 
@@ -133,6 +142,26 @@ _ORPHANS = text(
 
 _HARD_DELETE = text("DELETE FROM memories WHERE id = ANY(CAST(:ids AS uuid[]))")
 
+_EXPIRED_DROPS = text(
+    """
+    SELECT tenant, turn_hash, dropped_at FROM dropped_turns
+    WHERE dropped_at < CAST(:cutoff AS timestamptz)
+      AND (dropped_at, tenant, turn_hash)
+          > (CAST(:after_at AS timestamptz), :after_tenant, :after_hash)
+    ORDER BY dropped_at, tenant, turn_hash
+    LIMIT :n
+    FOR UPDATE SKIP LOCKED
+    """
+)
+
+_DELETE_DROPS = text(
+    """
+    DELETE FROM dropped_turns d
+    USING unnest(CAST(:tenants AS text[]), CAST(:hashes AS text[])) AS x(tenant, turn_hash)
+    WHERE d.tenant = x.tenant AND d.turn_hash = x.turn_hash
+    """
+)
+
 
 def tombstone_batch(
     session: Session, cursor: Cursor | None, *, now: datetime, policy: PrunePolicy, batch_size: int
@@ -183,6 +212,33 @@ def hard_delete_batch(
     )
 
 
+def expire_dropped_batch(
+    session: Session, cursor: Cursor | None, *, now: datetime, policy: PrunePolicy, batch_size: int
+) -> BatchResult:
+    """Delete up to `batch_size` records of dropped turns older than their retention."""
+    after_at, after_tenant, after_hash = cursor if cursor else (_EPOCH, "", "")
+    rows = session.execute(
+        _EXPIRED_DROPS,
+        {
+            "cutoff": now - policy.dropped_turns_retention,
+            "after_at": after_at,
+            "after_tenant": after_tenant,
+            "after_hash": after_hash,
+            "n": batch_size,
+        },
+    ).all()
+    if rows:
+        session.execute(
+            _DELETE_DROPS,
+            {"tenants": [r.tenant for r in rows], "hashes": [r.turn_hash for r in rows]},
+        )
+    last = rows[-1] if len(rows) == batch_size else None
+    return BatchResult(
+        counts={"dropped_turns_expired": len(rows)},
+        cursor=None if last is None else [last.dropped_at.isoformat(), last.tenant, last.turn_hash],
+    )
+
+
 def prune_memories(
     sessions: sessionmaker[Session],
     *,
@@ -193,8 +249,9 @@ def prune_memories(
     dry_run: bool = False,
     cursor: Cursor | None = None,
 ) -> JobReport:
-    """Tombstone, then hard-delete, each phase in bounded batches. `cursor` continues
-    an unfinished tombstone walk; the hard delete always walks its (small) index."""
+    """Tombstone, then hard-delete, then expire dropped turns' records, each phase in
+    bounded batches. `cursor` continues an unfinished tombstone walk; the other phases
+    always walk their (small) indexes from the oldest row."""
     tomb = run_batches(
         sessions,
         lambda s, c: tombstone_batch(s, c, now=now, policy=policy, batch_size=batch_size),
@@ -210,10 +267,17 @@ def prune_memories(
         max_batches=max_batches,
         dry_run=dry_run,
     )
+    drops = run_batches(
+        sessions,
+        lambda s, c: expire_dropped_batch(s, c, now=now, policy=policy, batch_size=batch_size),
+        job="prune:dropped-turns",
+        max_batches=max_batches,
+        dry_run=dry_run,
+    )
     return JobReport(
         job="prune",
         dry_run=dry_run,
-        batches=tomb.batches + hard.batches,
-        counts={**tomb.counts, **hard.counts},
+        batches=tomb.batches + hard.batches + drops.batches,
+        counts={**tomb.counts, **hard.counts, **drops.counts},
         cursor=tomb.cursor,
     )

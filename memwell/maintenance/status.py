@@ -24,6 +24,7 @@ from memwell.core.metrics import read_queue_depths
 from memwell.core.queues import TASK_QUEUES, Queue, TaskName
 from memwell.db.models import ChatSession, DeadLetter, Memory, MemoryEvent, Turn
 from memwell.intake.dispatch import producer_app
+from memwell.intake.raw_letters import open_raw_letters, raw_not_kept
 from memwell.llm.model_server import probe_model_server
 from memwell.reembed.progress import latest_progress
 
@@ -51,6 +52,9 @@ class StackStatus:
     pending_turns: int = 0
     oldest_pending_s: float | None = None
     dead_letters_open: int = 0
+    #: open letters of unreadable messages (bounded), and those not kept past the bound
+    raw_letters_open: int = 0
+    raw_letters_not_kept: int = 0
     last_dead_letter: str | None = None
     turns: dict[str, int] = field(default_factory=dict)
     memories_live: int = 0
@@ -152,6 +156,9 @@ def _read_store(status: StackStatus, session: Session) -> None:
     status.sessions = int(session.scalar(select(func.count()).select_from(ChatSession)) or 0)
     status.memory_events = int(session.scalar(select(func.count()).select_from(MemoryEvent)) or 0)
     status.dead_letters_open = int(session.scalar(_OPEN_LETTERS) or 0)
+    status.raw_letters_open = open_raw_letters(session)
+    not_kept = raw_not_kept(session)
+    status.raw_letters_not_kept = not_kept.count if not_kept is not None else 0
     last = session.scalars(
         select(DeadLetter)
         .where(DeadLetter.replayed_at.is_(None))
@@ -204,6 +211,11 @@ def render(status: StackStatus) -> str:
         f"oldest {_age(status.oldest_pending_s)}"
     )
     lines.append(f"Dead letters    {status.dead_letters_open} open")
+    if status.raw_letters_open or status.raw_letters_not_kept:
+        lines.append(
+            f"  unreadable    {status.raw_letters_open} open, "
+            f"{status.raw_letters_not_kept} more not kept (at their bound)"
+        )
     if status.last_dead_letter:
         lines.append(f"  last: {status.last_dead_letter}")
     turns = ", ".join(f"{k} {v}" for k, v in sorted(status.turns.items())) or "none"

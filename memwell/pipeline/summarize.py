@@ -27,6 +27,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
+from memwell.core.metrics import SUMMARY_TURNS_DROPPED_TOTAL
 from memwell.core.tokens import count_tokens
 from memwell.db.models import ChatSession, MemoryEvent, Turn
 from memwell.embeddings import Embedder
@@ -67,6 +68,8 @@ class LocalSummarizer:
 class SummaryResult:
     summary: str | None
     folded: int
+    #: named turns that were dropped (cleared, erased) and will never be stored: skipped
+    dropped: int = 0
 
 
 def _lock_session(session: Session, tenant: str, user_id: str, session_id: str) -> ChatSession:
@@ -92,18 +95,21 @@ def fold_into_summary(
     session_id: str,
     turn_ids: list[str],
 ) -> SummaryResult:
-    """Fold these turns (skipping those already folded, and those dropped on their way
-    in, which will never be stored) into the running summary."""
+    """Fold these turns (skipping those already folded, and those dropped, on their way
+    in or cleared once stored, which will never be stored) into the running summary.
+    A turn neither stored nor dropped is still on its way: TurnsNotPersisted, retried."""
     asked = list(dict.fromkeys(turn_ids))
     dropped = dropped_among(session, tenant=tenant, turn_ids=asked)
+    if dropped:
+        SUMMARY_TURNS_DROPPED_TOTAL.inc(len(dropped))
     if asked and len(dropped) == len(asked):
         # All dropped (their session cleared): nothing to fold, and no row to make.
-        return SummaryResult(summary=None, folded=0)
+        return SummaryResult(summary=None, folded=0, dropped=len(dropped))
     chat = _lock_session(session, tenant, user_id, session_id)
     done = set(chat.summarized_turn_ids or []) | dropped
     wanted = [t for t in asked if t not in done]
     if not wanted:
-        return SummaryResult(summary=chat.summary, folded=0)
+        return SummaryResult(summary=chat.summary, folded=0, dropped=len(dropped))
     turns = session.scalars(
         select(Turn)
         .where(Turn.tenant == tenant, Turn.user_id == user_id, Turn.id.in_(wanted))
@@ -115,7 +121,7 @@ def fold_into_summary(
     chat.summarized_turn_ids = [*(chat.summarized_turn_ids or []), *wanted]
     chat.summary_updated_at = datetime.now(UTC)
     session.flush()
-    return SummaryResult(summary=chat.summary, folded=len(wanted))
+    return SummaryResult(summary=chat.summary, folded=len(wanted), dropped=len(dropped))
 
 
 def close_session(

@@ -19,6 +19,7 @@ from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from memwell.db.models import ChatSession, Memory, MemoryEvent, Turn
+from memwell.intake.dropped_turns import SESSION_CLEARED, record_dropped
 from memwell.memories.erasure import REDACTED, lock_users
 from memwell.pipeline.user_lock import lock_users as lock_reconciliation
 
@@ -26,8 +27,8 @@ from memwell.pipeline.user_lock import lock_users as lock_reconciliation
 def delete_session_rows(
     session: Session, *, tenant: str, user_id: str, session_id: str, with_memories: bool
 ) -> tuple[datetime, dict[str, int]]:
-    """Delete the session's rows in the caller's transaction; returns the time and the
-    rows deleted per table."""
+    """Delete the session's rows in the caller's transaction, recording its turns as
+    dropped; returns the time and the rows deleted per table."""
     lock_users(session, tenant, [user_id], shared=False)
     deleted_at: datetime = session.execute(select(func.clock_timestamp())).scalar_one()
     turns = session.scalars(
@@ -35,6 +36,8 @@ def delete_session_rows(
         .where(Turn.tenant == tenant, Turn.user_id == user_id, Turn.session_id == session_id)
         .returning(Turn.id)
     ).all()
+    # A deleted turn stays dropped: a resend, or a summary request naming it, finds so.
+    record_dropped(session, tenant=tenant, turn_ids=turns, reason=SESSION_CLEARED)
     rows = session.scalars(
         delete(ChatSession)
         .where(

@@ -10,7 +10,7 @@ persisted. The clear records them as dropped (memwell/intake/dropped_turns.py), 
 the ingest step, under the same lock, drops a recorded turn. A turn acknowledged
 after the clear is not in the set, so a session can be reused at once. Turns sent
 through POST /v1/turns are stored before they are acknowledged, so the clear deletes
-their rows instead.
+their rows instead (and records those as dropped too, memwell/intake/dropped_turns.py).
 """
 
 from __future__ import annotations

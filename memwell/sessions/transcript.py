@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memwell.buffer.session_buffer import SessionBuffer
 from memwell.db.models import ChatSession, Turn
+from memwell.intake.dropped_turns import SESSION_CLEARED, record_dropped
 from memwell.memories.erasure import lock_users
 from memwell.sessions.fence import fence_in_flight
 
@@ -152,6 +153,10 @@ async def clear_transcript(
         if turn_ids:
             where.append(Turn.id.in_(list(turn_ids)))
         turns = (await session.scalars(delete(Turn).where(*where).returning(Turn.id))).all()
+        # A cleared turn stays dropped: a resend, or a summary request naming it, finds so.
+        await session.run_sync(
+            lambda s: record_dropped(s, tenant=tenant, turn_ids=turns, reason=SESSION_CLEARED)
+        )
         counts = {"turns": len(turns), "sessions": 0, "redis_keys": 0}
         counts["turns_in_flight"] = await fence_in_flight(
             session, tenant=tenant, user_id=user_id, session_id=session_id, turn_ids=turn_ids

@@ -15,7 +15,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.settings import get_settings
-from memwell.intake.dead_letters import list_dead_letters, raw_payload, record_dead_letter
+from memwell.intake.dead_letters import list_dead_letters, record_dead_letter
+from memwell.intake.raw_letters import raw_payload
 from memwell.maintenance.batches import JobReport
 from memwell.maintenance.runs import RUNS_KEY, record_run
 from tests.console.helpers import Keys, Story, signed_in
@@ -164,7 +165,8 @@ def test_a_letter_kept_as_raw_bytes_has_no_replay_button(
     """Its bytes are no task: the console says so instead of offering a replay."""
     with db.begin() as session:
         letter = record_dead_letter(
-            session, task_name=UNREADABLE_TASK, payload=raw_payload(b"[]", {"queue": "ingest"}),
+            session, task_name=UNREADABLE_TASK,
+            payload=raw_payload(b"[]", {"queue": "ingest"}, max_bytes=1024),
             error="not a message: not a message envelope: an array",
         )  # fmt: skip
     page = open_console.get("/console/health").text

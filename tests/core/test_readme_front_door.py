@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-MAX_LINES = 250
+#: The README is a front door; the documentation site (docs/) holds the rest.
+MAX_LINES = 200
 
 
 def test_readme_is_short_and_starts_with_the_two_commands(repo_root: Path) -> None:
     readme = (repo_root / "README.md").read_text()
-    assert len(readme.splitlines()) < MAX_LINES
+    assert len(readme.splitlines()) <= MAX_LINES
     first_block = re.search(r"^```bash\n(.*?)^```", readme, re.M | re.S)
     assert first_block is not None
     commands = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]

@@ -31,8 +31,10 @@ TABLES = {
     "memory_entities",
     "entity_relations",
     "dropped_turns",
+    "dead_letters_not_kept",
 }
-RLS_TABLES = TABLES - {"api_keys"}
+# Tables of the operator, not of a tenant: nothing in them is a tenant's.
+RLS_TABLES = TABLES - {"api_keys", "dead_letters_not_kept"}
 
 
 def _rls_tables(url: str) -> set[str]:
@@ -83,6 +85,7 @@ def test_upgrade_downgrade_upgrade(postgres: PostgresService, database_url: str)
         "memory_entities",
         "entity_relations",
         "dropped_turns",
+        "dead_letters_not_kept",
     }
     with psycopg.connect(libpq_url(url)) as conn:
         assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'memwell_app'").fetchone()

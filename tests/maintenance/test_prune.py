@@ -10,15 +10,18 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.core.errors import ConfigurationError
-from memwell.db.models import Memory, MemoryEvent
+from memwell.core.settings import Settings
+from memwell.db.models import DroppedTurn, Memory, MemoryEvent
+from memwell.intake.dropped_turns import SESSION_CLEARED, dropped_among, record_dropped
 from memwell.local.session_services import PostgresService
 from memwell.maintenance.batches import JobReport
 from memwell.maintenance.prune import PrunePolicy, prune_memories
 from memwell.maintenance.retention import RetentionPolicy
+from memwell.memories.tombstones import turn_hash
 from tests.support.maintenance_factories import add_memory, isolated_database
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -154,3 +157,53 @@ def test_two_concurrent_prunes_touch_each_row_once(mdb: sessionmaker[Session]) -
         remaining = s.scalar(select(func.count()).select_from(Memory))
     assert len(per_memory) == n and all(c == 1 for _, c in per_memory)
     assert remaining == n  # the expired ones, now tombstones inside their grace period
+
+
+def _drop(sessions: sessionmaker[Session], turn_ids: list[str], at: datetime) -> None:
+    """Record these turns as dropped (the real path), `at` this time."""
+    with sessions.begin() as s:
+        record_dropped(s, tenant="drops", turn_ids=turn_ids, reason=SESSION_CLEARED)
+        s.execute(
+            update(DroppedTurn)
+            .where(DroppedTurn.tenant == "drops", DroppedTurn.turn_hash.in_(
+                [turn_hash("drops", t) for t in turn_ids]))
+            .values(dropped_at=at)
+        )  # fmt: skip
+
+
+def _still_dropped(sessions: sessionmaker[Session], turn_ids: list[str]) -> set[str]:
+    with sessions() as s:
+        return dropped_among(s, tenant="drops", turn_ids=turn_ids)
+
+
+def test_dropped_turns_expire_after_their_retention_in_bounded_batches(
+    mdb: sessionmaker[Session], stack_env: dict[str, str]
+) -> None:
+    """stack_env: the turn hashes' key lives in the test stack's data dir."""
+    now = T0 + timedelta(days=100)
+    policy = PrunePolicy(retention=RetentionPolicy(), dropped_turns_retention=timedelta(days=30))
+    old = [f"old-{i}" for i in range(5)]
+    young = ["young-0", "young-1"]
+    _drop(mdb, old, now - timedelta(days=30, seconds=1))
+    _drop(mdb, young, now - timedelta(days=29))
+
+    dry = prune_memories(mdb, now=now, policy=policy, batch_size=2, max_batches=50, dry_run=True)
+    assert dry.counts["dropped_turns_expired"] == 5
+    assert _still_dropped(mdb, old + young) == set(old + young)  # a dry run deletes nothing
+
+    # Bounded: one batch of two per run, the oldest first.
+    one = prune_memories(mdb, now=now, policy=policy, batch_size=2, max_batches=1)
+    assert one.counts["dropped_turns_expired"] == 2
+    assert len(_still_dropped(mdb, old)) == 3
+
+    rest = prune_memories(mdb, now=now, policy=policy, batch_size=2, max_batches=50)
+    assert rest.counts["dropped_turns_expired"] == 3
+    assert _still_dropped(mdb, old + young) == set(young)
+
+
+def test_the_dropped_turns_retention_comes_from_the_settings() -> None:
+    settings = Settings(MEMWELL_DROPPED_TURNS_RETENTION_DAYS=7)  # type: ignore[call-arg]
+    assert PrunePolicy.from_settings(settings).dropped_turns_retention == timedelta(days=7)
+    assert Settings().dropped_turns_retention_days == PrunePolicy(
+        retention=RetentionPolicy()
+    ).dropped_turns_retention / timedelta(days=1)

@@ -374,9 +374,9 @@ export interface paths {
          * Clear a session's transcript (memories stay)
          * @description The named turns (stored and buffered), or the whole session's turns, row and
          *     buffer. Turns acknowledged before the clear and still on their way are dropped when
-         *     they arrive (status `dropped`); turns sent after it are kept. Memories already
-         *     consolidated from them stay: DELETE /v1/sessions/{id}?with_memories=true removes
-         *     those too.
+         *     they arrive (status `dropped`), and the cleared ones read `dropped` too; turns sent
+         *     after it are kept. Memories already consolidated from them stay:
+         *     DELETE /v1/sessions/{id}?with_memories=true removes those too.
          */
         delete: operations["delete_transcript_v1_turns_delete"];
         options?: never;
