@@ -10,8 +10,8 @@ MEMWELL_DEAD_LETTER_RAW_MAX_OPEN open ones a new item is counted in
 the letters' payloads. The table has no tenant: it is the operator's, read by the
 connecting role, as the raw letters (which name no tenant) are.
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0019"
-down_revision: str | None = "0018"
+revision: str = "0020"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

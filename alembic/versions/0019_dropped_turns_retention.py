@@ -3,8 +3,8 @@
 Prune deletes the records of dropped turns older than MEMWELL_DROPPED_TURNS_RETENTION_DAYS,
 oldest first and in batches; without the index every batch would scan the table.
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0018"
-down_revision: str | None = "0017"
+revision: str = "0019"
+down_revision: str | None = "0018"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
