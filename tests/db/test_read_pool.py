@@ -99,3 +99,25 @@ def test_reads_cannot_write(database_url: str) -> None:
 
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         asyncio.run(run())
+
+
+def test_the_role_and_tenant_end_with_the_search(database_url: str) -> None:
+    """The settings are local to the pipeline's one implicit transaction: the next user
+    of the pooled connection finds neither the role nor the tenant."""
+    who = ("SELECT current_user AS u, current_setting('memwell.tenant', true) AS t", {})
+
+    async def run() -> tuple[tuple[str, str], tuple[str, str]]:
+        reads = TenantReadPool(database_url, max_size=1)
+        await reads.open()
+        try:
+            inside = await reads.fetch_all("tenant-a", [who])
+            async with reads._pool.connection() as conn:  # the same, only connection
+                after = await (await conn.execute(who[0])).fetchall()
+            return (str(inside[0][0]), str(inside[0][1])), (str(after[0][0]), str(after[0][1]))
+        finally:
+            await reads.close()
+
+    inside, after = asyncio.run(run())
+    assert inside == ("memwell_app", "tenant-a")
+    assert after[0] != "memwell_app"
+    assert after[1] == ""
