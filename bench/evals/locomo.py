@@ -35,6 +35,7 @@ from memwell.core.tokens import count_tokens
 from memwell.db.engine import make_engine
 from memwell.intake.enqueue import enqueue_turns
 from memwell.intake.turns import TurnIn
+from memwell.local.waiting import wait_for
 from memwell.retrieval.search import MemoryHit, Overrides
 from memwell.retrieval.service import build_retrieval, retrieve
 
@@ -134,18 +135,27 @@ def ingest(conversations: list[Conversation], database_url: str, redis_url: str)
         enqueue_turns(turns, tenant=TENANT, broker_url=redis_url, chunk_size=50)
         total += len(turns)
     engine = make_engine(database_url, pool_size=1)
-    done = 0
-    while done < total:
+    ids = [t.id for conv in conversations for t in conv.turns]
+
+    def consolidated() -> bool:
         with engine.connect() as conn:
             done = conn.execute(
-                text("SELECT count(*) FROM turns WHERE tenant = :t AND status = 'processed'"),
-                {"t": TENANT},
+                text(
+                    "SELECT count(*) FROM turns WHERE tenant = :t AND status = 'processed'"
+                    " AND id = ANY(:ids)"
+                ),
+                {"t": TENANT, "ids": ids},
             ).scalar_one()
         print(f"\r  consolidated {done}/{total} turns", end="", file=sys.stderr, flush=True)
-        if done < total:
-            time.sleep(1.0)
-    print(file=sys.stderr)
-    engine.dispose()
+        return bool(done >= total)
+
+    try:
+        # A stuck worker fails the run instead of holding it forever: a minute, plus a
+        # second a turn (a 2-core host consolidates about 20 turns a second).
+        wait_for(consolidated, timeout=60 + total, interval=0.5, what="the worker")
+    finally:
+        print(file=sys.stderr)
+        engine.dispose()
     return time.perf_counter() - started
 
 
