@@ -294,8 +294,8 @@ def compare_models(conversations: list[Conversation], models: list[str]) -> int:
         with full_stack() as stack:
             assert stack.redis_url is not None
             seconds = ingest(conversations, stack.database_url, stack.redis_url)
-            scores = evaluate_memwell(conversations, stack.database_url, ["default"])
-        summaries[model] = (scores["default"], n_turns / seconds)
+            results = evaluate_memwell(conversations, stack.database_url, ["default"])
+        summaries[model] = (results["default"], n_turns / seconds)
         print(f"{model}: ingested in {seconds:.1f} s ({n_turns / seconds:.1f} turns/s)")
     cats = list(CATEGORIES)
     tail = " | containment | tokens of top 10 | consolidation turns/s | search p95 ms |"
