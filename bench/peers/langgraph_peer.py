@@ -27,7 +27,7 @@ from langgraph.store.postgres import PostgresStore
 from bench.evals.locomo import Scores, add_turns, turn_document
 from bench.harness.locomo_data import Conversation, Question, dia_id
 from bench.harness.stack import BenchStack
-from bench.peers.systems import Ingest
+from bench.peers.systems import Ingest, OnItsOwnPostgres
 from bench.peers.vectors import VectorBook
 from memwell.db.driver import libpq_url
 
@@ -45,7 +45,7 @@ def namespace(conv: Conversation) -> tuple[str, str]:
 
 
 @dataclass
-class LangGraphSystem:
+class LangGraphSystem(OnItsOwnPostgres):
     store: PostgresStore
     stack: BenchStack
     kind: Kind
@@ -54,15 +54,6 @@ class LangGraphSystem:
     @property
     def name(self) -> str:
         return LABELS[self.kind]
-
-    @property
-    def database_url(self) -> str:
-        return self.stack.database_url
-
-    @property
-    def postgres_pid(self) -> int:
-        assert self.stack.postgres_pid is not None
-        return self.stack.postgres_pid
 
     async def search(self, conv: Conversation, q: Question) -> Sequence[SearchItem]:
         return self.store.search(namespace(conv), query=q.text, limit=10)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from bench.evals.locomo import Scores, add_turns, turn_document
 from bench.harness.locomo_data import Conversation, Question, dia_id
 from bench.harness.stack import BenchStack, bare_postgres
-from bench.peers.systems import Ingest, System
+from bench.peers.systems import Ingest, OnItsOwnPostgres, System
 from bench.peers.vectors import VectorBook
 from memwell.db.driver import libpq_url
 
@@ -47,20 +47,11 @@ class _BookEmbedder:
 
 
 @dataclass
-class Mem0System:
+class Mem0System(OnItsOwnPostgres):
     memory: Any
     stack: BenchStack
     ingested: Ingest
     name: str = NAME
-
-    @property
-    def database_url(self) -> str:
-        return self.stack.database_url
-
-    @property
-    def postgres_pid(self) -> int:
-        assert self.stack.postgres_pid is not None
-        return self.stack.postgres_pid
 
     async def search(self, conv: Conversation, q: Question) -> Sequence[dict[str, Any]]:
         found = self.memory.search(q.text, top_k=10, filters={"user_id": conv.sample_id})
@@ -120,4 +111,7 @@ def mem0_system(
             )
     seconds = time.perf_counter() - started
     turns = sum(len(c.turns) for c in conversations)
-    return Mem0System(memory, stack, Ingest(turns=turns, seconds=seconds, embed_s=book.stored_s))
+    return Mem0System(
+        memory=memory, stack=stack,
+        ingested=Ingest(turns=turns, seconds=seconds, embed_s=book.stored_s),
+    )  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from bench.evals.locomo import Scores
 from bench.harness.locomo_data import Conversation, Question
+from bench.harness.stack import BenchStack
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,18 @@ class System(Protocol):
     def score(self, conv: Conversation, q: Question, hits: Sequence[Any], scores: Scores) -> None:
         """Add the hits `search` returned to `scores` (not timed)."""
         ...
+
+
+class OnItsOwnPostgres:
+    """A peer's database and server: those of the embedded Postgres it was given."""
+
+    stack: BenchStack
+
+    @property
+    def database_url(self) -> str:
+        return self.stack.database_url
+
+    @property
+    def postgres_pid(self) -> int:
+        assert self.stack.postgres_pid is not None
+        return self.stack.postgres_pid
