@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ SHARED_BUFFERS_MB = 256
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=LOCOMO_DEFAULT, help="LoCoMo-format JSON")
     p.add_argument("--conversations", type=int, default=None, help="only the first N")
     p.add_argument("--questions", type=int, default=None, help="at most N per conversation")
@@ -71,9 +72,13 @@ def _peer(
     if name == "mem0":
         from bench.peers.mem0_peer import mem0_system
 
+        if importlib.util.find_spec("mem0") is None:
+            print(f"{name}: left out (mem0ai is not installed); pip install -e '.[peers]'",
+                  file=sys.stderr)  # fmt: skip
+            return None
         print(f"ingesting into {name}", file=sys.stderr)
         return mem0_system(stack_root, book, store.conversations, buffers)
-    raise SystemExit(f"unknown peer {name!r}; choose from {PEERS}")
+    raise ValueError(f"unknown peer {name!r}")
 
 
 async def _measure(
@@ -96,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"skipped: LoCoMo data not found at {a.data} (pass --data PATH)")
         return 0
     names = [n.strip() for n in a.peers.split(",") if n.strip()]
+    if unknown := set(names) - set(PEERS):
+        _parser().error(f"unknown peers {sorted(unknown)}; choose from {list(PEERS)}")
     print(f"host: {describe_host()}")
     print(_load())
     with ExitStack() as stacks:
