@@ -35,6 +35,7 @@ from memwell.core.tokens import count_tokens
 from memwell.db.engine import make_engine
 from memwell.intake.enqueue import enqueue_turns
 from memwell.intake.turns import TurnIn
+from memwell.local.waiting import wait_for
 from memwell.retrieval.search import MemoryHit, Overrides
 from memwell.retrieval.service import build_retrieval, retrieve
 
@@ -134,18 +135,27 @@ def ingest(conversations: list[Conversation], database_url: str, redis_url: str)
         enqueue_turns(turns, tenant=TENANT, broker_url=redis_url, chunk_size=50)
         total += len(turns)
     engine = make_engine(database_url, pool_size=1)
-    done = 0
+    ids = [t.id for conv in conversations for t in conv.turns]
     with progress("consolidated turns", total) as bar:
-        while done < total:
+
+        def consolidated() -> bool:
             with engine.connect() as conn:
                 done = conn.execute(
-                    text("SELECT count(*) FROM turns WHERE tenant = :t AND status = 'processed'"),
-                    {"t": TENANT},
+                    text(
+                        "SELECT count(*) FROM turns WHERE tenant = :t AND status = 'processed'"
+                        " AND id = ANY(:ids)"
+                    ),
+                    {"t": TENANT, "ids": ids},
                 ).scalar_one()
             bar.update(done)
-            if done < total:
-                time.sleep(1.0)
-    engine.dispose()
+            return bool(done >= total)
+
+        try:
+            # A stuck worker fails the run instead of holding it forever: a minute, plus
+            # a second a turn (a 2-core host consolidates about 20 turns a second).
+            wait_for(consolidated, timeout=60 + total, interval=0.5, what="the worker")
+        finally:
+            engine.dispose()
     return time.perf_counter() - started
 
 
@@ -163,7 +173,6 @@ async def _evaluate_memwell(
     results = {name: Scores() for name in configs}
     try:
         for conv in conversations:
-            prefix = f"{conv.sample_id}:"
             for q in conv.questions:
                 for name in configs:
                     t0 = time.perf_counter()
@@ -172,12 +181,25 @@ async def _evaluate_memwell(
                         as_of=conv.last_date, overrides=CONFIGS[name],
                     )  # fmt: skip
                     results[name].latencies_ms.append((time.perf_counter() - t0) * 1000)
-                    ranked = [{s.removeprefix(prefix) for s in h.source_turn_ids} for h in hits]
-                    tokens = sum(count_tokens(h.content) for h in hits)
-                    results[name].add(q, ranked, [_hit_text(h) for h in hits], tokens)
+                    add_hits(results[name], conv, q, hits)
     finally:
         await deps.reads.close()
     return results
+
+
+def add_hits(scores: Scores, conv: Conversation, q: Question, hits: Sequence[MemoryHit]) -> None:
+    """Score Memwell's hits for one question: the turns each covers (its provenance),
+    its text as the model reads it, the tokens of its content."""
+    prefix = f"{conv.sample_id}:"
+    ranked = [{s.removeprefix(prefix) for s in h.source_turn_ids} for h in hits]
+    tokens = sum(count_tokens(h.content) for h in hits)
+    scores.add(q, ranked, [hit_text(h) for h in hits], tokens)
+
+
+def add_turns(scores: Scores, q: Question, ids: Sequence[str], texts: Sequence[str]) -> None:
+    """Score a retriever of raw turns for one question: each hit covers its own turn
+    (`ids`, LoCoMo dia ids) and reads as its document (`texts`)."""
+    scores.add(q, [{i} for i in ids], texts, sum(count_tokens(t) for t in texts))
 
 
 def _date_words(when: datetime) -> str:
@@ -185,13 +207,13 @@ def _date_words(when: datetime) -> str:
     return f"{when.day} {when:%B %Y}"
 
 
-def _hit_text(hit: MemoryHit) -> str:
+def hit_text(hit: MemoryHit) -> str:
     """A memory as the model reads it: its text and its date (the context block dates
     every memory), the date in words as the BM25 documents carry it."""
     return f"({_date_words(hit.created_at)}) {hit.content}"
 
 
-def _bm25_doc(turn: TurnIn) -> str:
+def turn_document(turn: TurnIn) -> str:
     """A raw turn as the baseline sees it: date, speaker, text and image caption."""
     assert turn.created_at is not None
     caption = turn.metadata.get("image_caption")
@@ -202,14 +224,13 @@ def _bm25_doc(turn: TurnIn) -> str:
 def evaluate_bm25(conversations: list[Conversation]) -> Scores:
     scores = Scores()
     for conv in conversations:
-        docs = [_bm25_doc(t) for t in conv.turns]
+        docs = [turn_document(t) for t in conv.turns]
         index = BM25(docs)
         for q in conv.questions:
             t0 = time.perf_counter()
             top = index.top(q.text, 10)
             scores.latencies_ms.append((time.perf_counter() - t0) * 1000)
-            ranked = [{dia_id(conv.turns[i])} for i in top]
-            scores.add(q, ranked, [docs[i] for i in top], sum(count_tokens(docs[i]) for i in top))
+            add_turns(scores, q, [dia_id(conv.turns[i]) for i in top], [docs[i] for i in top])
     return scores
 
 
@@ -273,8 +294,8 @@ def compare_models(conversations: list[Conversation], models: list[str]) -> int:
         with full_stack() as stack:
             assert stack.redis_url is not None
             seconds = ingest(conversations, stack.database_url, stack.redis_url)
-            scores = evaluate_memwell(conversations, stack.database_url, ["default"])
-        summaries[model] = (scores["default"], n_turns / seconds)
+            results = evaluate_memwell(conversations, stack.database_url, ["default"])
+        summaries[model] = (results["default"], n_turns / seconds)
         print(f"{model}: ingested in {seconds:.1f} s ({n_turns / seconds:.1f} turns/s)")
     cats = list(CATEGORIES)
     tail = " | containment | tokens of top 10 | consolidation turns/s | search p95 ms |"

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -123,8 +124,15 @@ class Sample:
     stages_ms: dict[str, float]
 
 
-def send_sequential(chat: ChatStack, bodies: Sequence[dict[str, str]], label: str) -> list[Sample]:
-    """POST each body in turn on one keep-alive connection; any non-200 stops the run."""
+def send_sequential(
+    chat: ChatStack,
+    bodies: Sequence[dict[str, str]],
+    label: str,
+    *,
+    after: Callable[[int], object] | None = None,
+) -> list[Sample]:
+    """POST each body in turn on one keep-alive connection; any non-200 stops the run.
+    `after(i)` runs once request i is answered, outside its timing (the floors)."""
     samples = []
     with (
         httpx.Client(base_url=chat.api.url, headers=chat.headers, timeout=30) as client,
@@ -137,6 +145,8 @@ def send_sequential(chat: ChatStack, bodies: Sequence[dict[str, str]], label: st
             if response.status_code != 200:
                 raise RuntimeError(f"POST /v1/chat: {response.status_code} {response.text[:300]}")
             samples.append(Sample(client_ms, response.json()["timings_ms"]))
+            if after is not None:
+                after(n - 1)
             if n % 25 == 0 or n == len(bodies):
                 bar.update(n)
     return samples
@@ -174,66 +184,104 @@ def cpu_sample(pids: dict[str, int]) -> dict[str, float]:
     return {name: tree_cpu_s([pid]) for name, pid in pids.items()}
 
 
-def cpu_ms_per(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
-    return {name: (after[name] - before[name]) * 1000 / n for name in before}
+class FloorRun:
+    """The three floors, measured from this process against the same services, one
+    message at a time between the chat requests: `owners[i]` is the (tenant, user)
+    whose rows message i searched.
 
+    For each message a Redis round trip, its embedding, its user's top-10, as a chat
+    does the work: each floor starts with caches the other two just used, as the chat
+    path's stages do. Run right after the request that sent the same message, so the
+    floors and the requests share the host's load, minute by minute, and their ratio
+    means something on a busy host (timed in a block after every request, the floors
+    once met a quieter or a busier minute than the requests did). Also the same floors
+    each timed in a loop of its own (model and code stay hot: the floors this figure
+    used before, printed beside), and the CPU of the servers and of this process while
+    the floors ran, which `chat_cpu` takes out of the requests' share."""
 
-def measure_floors(
-    chat: ChatStack, messages: Sequence[str], owners: Sequence[tuple[str, str]]
-) -> Floors:
-    """The three floors, measured from this process against the same services:
-    `owners[i]` is the (tenant, user) whose rows message i searched.
+    def __init__(
+        self,
+        chat: ChatStack,
+        messages: Sequence[str],
+        owners: Sequence[tuple[str, str]],
+        servers: dict[str, int],
+        conn: psycopg.Connection[Any],
+    ) -> None:
+        assert chat.stack.redis_url is not None
+        self._client = redis.Redis.from_url(chat.stack.redis_url)
+        # Built exactly as the API builds its own (api/state.py), minus its cache and meter.
+        settings = Settings(embedding_provider="local")
+        embedder = build_embedder(settings, for_queries=True)
+        vectors = [embedder.embed([m])[0] for m in messages]
+        tops = [bare_exact(conn, user, tenant=tenant) for tenant, user in owners]
+        self.names = (
+            "Redis round trip (pipeline PING+GET)",
+            f"query embedding, batch 1 ({settings.local_query_precision})",
+            "bare per-user exact top-10",
+        )
+        self.steps: list[Callable[[int], object]] = [
+            self._redis_rtt,
+            lambda i: embedder.embed([messages[i]]),
+            lambda i: tops[i](vectors[i]),
+        ]
+        for step in self.steps:
+            step(0)  # warm: connection, plan, first ONNX run
+        self.floors: dict[str, list[float]] = {name: [] for name in self.names}
+        self.servers = servers
+        #: CPU seconds while the floors ran: the servers', and this process's
+        self.server_cpu_s = dict.fromkeys(servers, 0.0)
+        self.own_cpu_s = 0.0
 
-    Interleaved, as a chat does the work: for each message a Redis round trip, its
-    embedding, its user's top-10, then the next message. Each floor then starts with
-    caches the other two just used, as the chat path's stages do. Returns those, and
-    the same floors each timed in a loop of its own (model and code stay hot: the
-    floors this figure used before, printed beside), and the CPU ms per message of the
-    interleaved floors: this process (the embedding, and the clients), Postgres, Valkey."""
-    print("  measuring the floors", file=sys.stderr)
-    assert chat.stack.redis_url is not None
-    client = redis.Redis.from_url(chat.stack.redis_url)
-
-    def redis_rtt(_: int) -> object:
-        pipe = client.pipeline(transaction=False)
+    def _redis_rtt(self, _: int) -> object:
+        pipe = self._client.pipeline(transaction=False)
         pipe.ping()
         pipe.get("bench:floor")
         return pipe.execute()
 
-    # Built exactly as the API builds its own (api/state.py), minus its cache and meter.
-    settings = Settings(embedding_provider="local")
-    embedder = build_embedder(settings, for_queries=True)
-    vectors = [embedder.embed([m])[0] for m in messages]
-    n = len(messages)
-    names = (
-        "Redis round trip (pipeline PING+GET)",
-        f"query embedding, batch 1 ({settings.local_query_precision})",
-        "bare per-user exact top-10",
-    )
+    def step(self, i: int) -> None:
+        """The floors of message i, each timed."""
+        before, own = cpu_sample(self.servers), time.process_time()
+        for name, step in zip(self.names, self.steps, strict=True):
+            t0 = time.perf_counter()
+            step(i)
+            self.floors[name].append((time.perf_counter() - t0) * 1000)
+        self.own_cpu_s += time.process_time() - own
+        for name, cpu in cpu_sample(self.servers).items():
+            self.server_cpu_s[name] += cpu - before[name]
+
+    def chat_cpu(self, before: dict[str, float], n: int) -> dict[str, float]:
+        """CPU ms per request of the servers since `before`, the floors' share taken out."""
+        after = cpu_sample(self.servers)
+        return {k: (after[k] - before[k] - self.server_cpu_s[k]) * 1000 / n for k in after}
+
+    def result(self) -> Floors:
+        """The floors per message, the same each in a loop of its own, and the floors'
+        CPU ms per message: this process (the embedding, the clients), Postgres, Valkey."""
+        n = len(self.floors[self.names[0]])
+        cpu = {"this process": self.own_cpu_s * 1000 / n}
+        cpu |= {k: v * 1000 / n for k, v in self.server_cpu_s.items() if k != "API"}
+        apart = {name: _time_ms(step, n) for name, step in zip(self.names, self.steps, strict=True)}
+        self._client.close()
+        return self.floors, apart, cpu
+
+
+def measure(
+    chat: ChatStack,
+    bodies: Sequence[dict[str, str]],
+    owners: Sequence[tuple[str, str]],
+    label: str,
+) -> tuple[list[Sample], Floors, dict[str, float]]:
+    """The requests, each followed by its floors; the server CPU ms per request."""
+    print("  preparing the floors", file=sys.stderr)
+    pids = server_pids(chat)
     with psycopg.connect(libpq_url(chat.stack.database_url), autocommit=True) as conn:
         register_vector(conn)
-        tops = [bare_exact(conn, user, tenant=tenant) for tenant, user in owners]
-        steps: list[Callable[[int], object]] = [
-            redis_rtt,
-            lambda i: embedder.embed([messages[i]]),
-            lambda i: tops[i](vectors[i]),
-        ]
-        for step in steps:
-            step(0)  # warm: connection, plan, first ONNX run
-        floors: dict[str, list[float]] = {name: [] for name in names}
-        pids = server_pids(chat)
-        del pids["API"]
-        servers, own = cpu_sample(pids), time.process_time()
-        for i in range(n):
-            for name, step in zip(names, steps, strict=True):
-                t0 = time.perf_counter()
-                step(i)
-                floors[name].append((time.perf_counter() - t0) * 1000)
-        cpu = {"this process": (time.process_time() - own) * 1000 / n}
-        cpu.update(cpu_ms_per(servers, cpu_sample(pids), n))
-        apart = {name: _time_ms(step, n) for name, step in zip(names, steps, strict=True)}
-    client.close()
-    return floors, apart, cpu
+        run = FloorRun(chat, [b["message"] for b in bodies], owners, pids, conn)
+        before = cpu_sample(pids)
+        samples = send_sequential(chat, bodies, label, after=run.step)
+        cpu = run.chat_cpu(before, len(bodies))
+        floors = run.result()
+    return samples, floors, cpu
 
 
 def _quantiles(values: Sequence[float]) -> list[float]:
@@ -276,11 +324,7 @@ def _synthetic(a: argparse.Namespace) -> tuple[list[Sample], Floors, dict[str, f
     owners = [(TENANT, b["user_id"]) for b in timed]
     with chat_stack(rows=a.rows, users=a.users) as chat:
         send_sequential(chat, bodies[: a.warmup], "warm-up")
-        pids = server_pids(chat)
-        before = cpu_sample(pids)
-        samples = send_sequential(chat, timed, "POST /v1/chat")
-        cpu = cpu_ms_per(before, cpu_sample(pids), len(timed))
-        floors = measure_floors(chat, [b["message"] for b in timed], owners)
+        samples, floors, cpu = measure(chat, timed, owners, "POST /v1/chat")
     return samples, floors, cpu, f"{a.rows:,} memories over {a.users:,} users"
 
 
@@ -298,15 +342,11 @@ def _locomo(
             bodies.append({"user_id": ask.user_id, "session_id": session, "message": ask.question})
         timed = bodies[a.warmup :]
         headers = {"Authorization": f"Bearer {store.api_key}"}
+        owners = [("locomo", b["user_id"]) for b in timed]
         with serve_api(store.stack, env=API_ENV) as api:
             chat = ChatStack(store.stack, api, headers, rows=a.rows, users=a.users)
             send_sequential(chat, bodies[: a.warmup], "warm-up")
-            pids = server_pids(chat)
-            before = cpu_sample(pids)
-            samples = send_sequential(chat, timed, "POST /v1/chat (LoCoMo)")
-            cpu = cpu_ms_per(before, cpu_sample(pids), len(timed))
-        owners = [("locomo", b["user_id"]) for b in timed]
-        floors = measure_floors(chat, [b["message"] for b in timed], owners)
+            samples, floors, cpu = measure(chat, timed, owners, "POST /v1/chat (LoCoMo)")
         memories = sum(store.memories.values())
         where = (
             f"LoCoMo questions to {len(store.memories)} LoCoMo users ({memories:,} memories) "

@@ -63,23 +63,30 @@ def _key(database_url: str, scopes: list[str]) -> str:
 
 
 @contextmanager
-def locomo_store(data: Path, *, scopes: list[str] | None = None) -> Iterator[LocomoStore]:
-    """Postgres + Valkey with every conversation of `data` consolidated; no worker left."""
-    conversations = load(data)
-    with services() as stack:
+def locomo_store(
+    data: Path,
+    *,
+    scopes: list[str] | None = None,
+    conversations: int | None = None,
+    shared_buffers_mb: int | None = None,
+) -> Iterator[LocomoStore]:
+    """Postgres + Valkey with every conversation of `data` (or its first
+    `conversations`) consolidated; no worker left."""
+    loaded = load(data)[:conversations]
+    with services(shared_buffers_mb=shared_buffers_mb) as stack:
         assert stack.redis_url is not None
         env = service_env(stack)
         # In-process code of the benchmark (settings, enqueue) finds the same stack.
         os.environ.update({k: env[k] for k in ("DATABASE_URL", "REDIS_URL", "MEMWELL_DATA_DIR")})
         os.environ["MEMWELL_EMBEDDING_PROVIDER"] = "local"
-        n_turns = sum(len(c.turns) for c in conversations)
-        print(f"ingesting {len(conversations)} LoCoMo conversations ({n_turns} turns) through "
+        n_turns = sum(len(c.turns) for c in loaded)
+        print(f"ingesting {len(loaded)} LoCoMo conversations ({n_turns} turns) through "
               "a real worker", file=sys.stderr)  # fmt: skip
         with worker_process(stack):
-            seconds = ingest(conversations, stack.database_url, stack.redis_url)
+            seconds = ingest(loaded, stack.database_url, stack.redis_url)
         yield LocomoStore(
             stack=stack,
-            conversations=conversations,
+            conversations=loaded,
             api_key=_key(stack.database_url, scopes or ["read"]),
             memories=_memories_per_user(stack.database_url),
             ingest_s=seconds,

@@ -44,13 +44,18 @@ class BenchStack:
 
 
 @contextmanager
-def postgres_only(*, keep: bool = False) -> Iterator[BenchStack]:
-    """A migrated embedded Postgres in a temp dir."""
+def bare_postgres(
+    *, keep: bool = False, shared_buffers_mb: int | None = None, database: str = "memwell_bench"
+) -> Iterator[BenchStack]:
+    """An embedded Postgres in a temp dir with an empty database (no Memwell schema): for
+    a peer's store, started as Memwell's is. `shared_buffers_mb` None: the embedded
+    default (a quarter of memory, see memwell.local.embedded)."""
     root = Path(tempfile.mkdtemp(prefix="memwell-bench-"))
-    pg = EmbeddedPostgres(pgdata=root / "pgdata", database="memwell_bench")
+    pg = EmbeddedPostgres(
+        pgdata=root / "pgdata", database=database, shared_buffers_mb=shared_buffers_mb
+    )
     try:
         url = pg.start()
-        migrate.upgrade(url)
         yield BenchStack(database_url=url, redis_url=None, root=root, postgres_pid=pg.pid)
     finally:
         pg.stop()
@@ -59,9 +64,19 @@ def postgres_only(*, keep: bool = False) -> Iterator[BenchStack]:
 
 
 @contextmanager
-def services() -> Iterator[BenchStack]:
+def postgres_only(
+    *, keep: bool = False, shared_buffers_mb: int | None = None
+) -> Iterator[BenchStack]:
+    """A migrated embedded Postgres in a temp dir."""
+    with bare_postgres(keep=keep, shared_buffers_mb=shared_buffers_mb) as stack:
+        migrate.upgrade(stack.database_url)
+        yield stack
+
+
+@contextmanager
+def services(*, shared_buffers_mb: int | None = None) -> Iterator[BenchStack]:
     """Postgres + Valkey, no worker: enough for the API (it only enqueues)."""
-    with postgres_only() as pg:
+    with postgres_only(shared_buffers_mb=shared_buffers_mb) as pg:
         server = EmbeddedRedis(data_dir=pg.root / "redis", appendonly=False)
         url = server.start()
         try:

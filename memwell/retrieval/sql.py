@@ -167,7 +167,7 @@ _ANN_IDS = """
 # visible memories; on the ANN path, the neighbours and text matches gathered.
 _TEXT_MATCHES = """
     hit AS MATERIALIZED (
-      SELECT cand.id, t.i
+      SELECT cand.id, cand.dl, t.i
       FROM cand CROSS JOIN q CROSS JOIN LATERAL generate_subscripts(q.terms, 1) AS t(i)
       WHERE cand.fts IS NOT NULL AND cand.fts @@ q.terms[t.i]
     ),
@@ -180,14 +180,17 @@ _TEXT_MATCHES = """
       GROUP BY hit.i, bm.n
     ),
     matched AS (
-      SELECT hit.id, sum(idf.w) AS w FROM hit JOIN idf ON idf.i = hit.i GROUP BY hit.id
+      SELECT hit.id, max(hit.dl) AS dl, sum(idf.w) AS w
+      FROM hit JOIN idf ON idf.i = hit.i GROUP BY hit.id
     )"""
 
-# A memory's BM25 text score from its matched words' rarities (`matched.w`).
-_TEXT_RAW = (
+# A memory's BM25 text score from its matched words' rarities (`matched.w`) and its
+# length in words (`dl`, of `cand` or of `matched`).
+_TEXT_RAW_OF = (
     f"coalesce(matched.w * {TEXT_K1 + 1!r}"
-    f" / (1 + {TEXT_K1!r} * (1 - {TEXT_B!r} + {TEXT_B!r} * cand.dl / bm.avgdl)), 0)"
+    f" / (1 + {TEXT_K1!r} * (1 - {TEXT_B!r} + {TEXT_B!r} * {{dl}}.dl / bm.avgdl)), 0)"
 )
+_TEXT_RAW = _TEXT_RAW_OF.format(dl="cand")
 
 _TEXT = f"""{_TEXT_MATCHES},
     c AS MATERIALIZED (
@@ -241,29 +244,25 @@ _RELEVANCE: dict[Fusion, str] = {
     ),
 }
 
-# The score and vector fusions need no rank positions, so the ranking splits the
-# candidates: the few with a text or entity term (`s`) get the full relevance, and every
-# other one's relevance is its similarity alone, scored in the same pass that reads it
-# and cut to the top k by one heap sort. Ranking every candidate through the text and
-# entity joins and a window over all of them cost about 0.5 ms for 600 memories, a
-# quarter of what the statement adds to a bare top-10.
-_MARKED = """
-    s AS MATERIALIZED (
-      SELECT cand.id, cand.importance, cand.similarity, cand.recency,
-             {text_raw} AS text_raw, {entity_match} AS entity_match
-      FROM {marked} JOIN cand ON cand.id = {key}.id CROSS JOIN bm{joins}
-      WHERE cand.similarity >= :floor OR {text_raw} > 0 OR {entity_match} > 0
+# The score and vector fusions need no rank positions, so the ranking is one pass over
+# the candidates: the text matches' scores (`mt`, from the few matched memories alone,
+# and their best, `mx`) and the entity matches (`em`) are small hash tables each
+# candidate probes, and a top-k heap sort keeps the best. Materializing the candidates
+# with a text or entity term apart (a hash of every candidate to join them to) and
+# ranking the others in a second scan cost more than the probes: the statement's time
+# is in reading the user's rows once and in every extra pass over them.
+_ONE_PASS = """
+    mt AS MATERIALIZED (
+      SELECT matched.id, {text_raw} AS text_raw FROM matched CROSS JOIN bm
     ),
-    sr AS (
-      SELECT s.*, coalesce(s.text_raw / nullif(max(s.text_raw) OVER (), 0), 0) AS text_rank
-      FROM s
+    mx AS MATERIALIZED (SELECT max(mt.text_raw) AS best FROM mt),
+    r AS (
+      SELECT cand.id, cand.importance, cand.similarity, cand.recency,
+             coalesce(mt.text_raw / nullif(mx.best, 0), 0) AS text_rank,
+             {entity_match} AS entity_match
+      FROM cand CROSS JOIN mx LEFT JOIN mt ON mt.id = cand.id{joins}
+      WHERE cand.similarity >= :floor OR mt.id IS NOT NULL{passes}
     )"""
-
-# Relevance of a candidate without a text or entity term, per fusion.
-_PLAIN_RELEVANCE: dict[Fusion, str] = {
-    "vector": "(1 - :sim_scale * (1 - cand.similarity))",
-    "score": "(1 - :text_weight) * greatest(1 - :sim_scale * (1 - cand.similarity), 0)",
-}
 
 
 @dataclass(frozen=True)
@@ -344,40 +343,26 @@ def _rrf_ranked(shape: StatementShape) -> str:
 
 
 def _split_ranked(shape: StatementShape) -> str:
-    """The top k of the candidates with a text or entity term, and of the rest; then
-    the top k of both (see _MARKED)."""
+    """Every candidate scored in one pass, text and entity terms by lookup (_ONE_PASS)."""
     if shape.entities:
-        marked = _MARKED.format(
-            marked="(SELECT matched.id FROM matched UNION SELECT em.id FROM em) x",
-            key="x",
-            joins="\n           LEFT JOIN matched ON matched.id = x.id"
-            "\n           LEFT JOIN em ON em.id = x.id",
-            text_raw=_TEXT_RAW,
+        ranked = _ONE_PASS.format(
+            text_raw=_TEXT_RAW_OF.format(dl="matched"),
             entity_match="coalesce(em.entity_match, 0)",
+            joins=" LEFT JOIN em ON em.id = cand.id",
+            passes=" OR em.entity_match > 0",
         )
     else:
-        # Every marked memory is a text match: `matched` itself.
-        marked = _MARKED.format(
-            marked="matched", key="matched", joins="", text_raw=_TEXT_RAW,
-            entity_match="0::float8",
+        ranked = _ONE_PASS.format(
+            text_raw=_TEXT_RAW_OF.format(dl="matched"), entity_match="0::float8", joins="",
+            passes="",
         )  # fmt: skip
-    relevance = _fused(shape, "sr")
-    plain = _PLAIN_RELEVANCE[shape.fusion]
-    return f"""{_TEXT_MATCHES},{marked},
+    relevance = _fused(shape, "r")
+    return f"""{_TEXT_MATCHES},{ranked},
     top AS (
-      (SELECT cand.id, cand.importance, cand.similarity, 0::float8 AS text_rank, cand.recency,
-              0::float8 AS entity_match, {plain} AS relevance, {_score(plain, "cand")} AS score
-       FROM cand
-       WHERE cand.similarity >= :floor AND cand.id NOT IN (SELECT s.id FROM s)
-       ORDER BY score DESC, cand.id
-       LIMIT :k)
-      UNION ALL
-      (SELECT sr.id, sr.importance, sr.similarity, sr.text_rank, sr.recency, sr.entity_match,
-              {relevance} AS relevance, {_score(relevance, "sr")} AS score
-       FROM sr
-       ORDER BY score DESC, sr.id
-       LIMIT :k)
-      ORDER BY score DESC, id
+      SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency, r.entity_match,
+             {relevance} AS relevance, {_score(relevance, "r")} AS score
+      FROM r
+      ORDER BY score DESC, r.id
       LIMIT :k
     )"""
 

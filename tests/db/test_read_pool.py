@@ -99,3 +99,57 @@ def test_reads_cannot_write(database_url: str) -> None:
 
     with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
         asyncio.run(run())
+
+
+_WHO = (
+    "SELECT current_user AS u, current_setting('memwell.tenant', true) AS t,"
+    " pg_backend_pid() AS pid",
+    {},
+)
+
+
+def test_a_connection_serves_each_tenant_as_that_tenant(database_url: str) -> None:
+    """One connection, reads for tenants a, b, a: each runs as the tenant role with its
+    own tenant, whether the connection last served it or another one."""
+
+    async def run() -> list[tuple[str, str, int]]:
+        reads = TenantReadPool(database_url, max_size=1)
+        await reads.open()
+        try:
+            seen = []
+            for tenant in ("tenant-a", "tenant-a", "tenant-b", "tenant-a"):
+                row = (await reads.fetch_all(tenant, [_WHO]))[0]
+                seen.append((str(row[0]), str(row[1]), int(row[2])))
+            return seen
+        finally:
+            await reads.close()
+
+    seen = asyncio.run(run())
+    assert [(u, t) for u, t, _ in seen] == [
+        ("memwell_app", "tenant-a"),
+        ("memwell_app", "tenant-a"),
+        ("memwell_app", "tenant-b"),
+        ("memwell_app", "tenant-a"),
+    ]
+    assert len({pid for *_, pid in seen}) == 1  # the same connection throughout
+
+
+def test_a_failed_read_does_not_leave_its_connection_to_the_next(database_url: str) -> None:
+    """A read that fails closes its connection: the next read, for another tenant, gets
+    a fresh one, never one whose tenant setting is in doubt."""
+
+    async def run() -> tuple[int, tuple[str, int]]:
+        reads = TenantReadPool(database_url, max_size=1)
+        await reads.open()
+        try:
+            first = int((await reads.fetch_all("tenant-a", [_WHO]))[0][2])
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                await reads.fetch_all("tenant-b", [("SELECT 1 / 0 AS x", {})])
+            row = (await reads.fetch_all("tenant-c", [_WHO]))[0]
+            return first, (str(row[1]), int(row[2]))
+        finally:
+            await reads.close()
+
+    first, (tenant, pid) = asyncio.run(run())
+    assert tenant == "tenant-c"
+    assert pid != first

@@ -123,15 +123,17 @@ def test_ann_registry_answers_for_every_tenant_under_rls(
     assert asyncio.run(lookup()) == [384, 384, 384]
 
 
-def test_read_pool_runs_as_the_tenant_and_leaves_nothing_behind(
+def test_read_pool_runs_as_the_tenant_and_keeps_only_the_last_one(
     database_url: str, two_tenants: tuple[str, str]
 ) -> None:
-    """The request path's pooled reads: the tenant's rows only, as `memwell_app`, and
-    the connection goes back to the pool with neither setting, even after an error."""
+    """The request path's pooled reads: the tenant's rows only, as `memwell_app`, also
+    on a connection that served another tenant or failed a read. A pooled connection
+    runs as `memwell_app` throughout, and carries the tenant of the last read it served
+    (the next read for it is then one statement), never a tenant in doubt."""
     a, b = two_tenants
     everything = ("SELECT tenant, current_user AS role FROM turns ORDER BY id", {})
 
-    async def run() -> tuple[list[object], list[object], tuple[object, ...] | None]:
+    async def run() -> tuple[list[object], list[object], list[object], tuple[object, ...] | None]:
         reads = TenantReadPool(database_url, max_size=1)  # one connection: reused by all
         await reads.open()
         try:
@@ -139,7 +141,8 @@ def test_read_pool_runs_as_the_tenant_and_leaves_nothing_behind(
             with pytest.raises(psycopg.errors.UndefinedTable):
                 await reads.fetch_all(a, [("SELECT * FROM no_such_table", {})])
             seen_b = await reads.fetch_all(b, [everything])
-            # Straight on the pool's (only) connection, as the next request would get it.
+            again_a = await reads.fetch_all(a, [everything])
+            # Straight on the pool's (only) connection, as the next read would get it.
             async with reads._pool.connection() as conn:
                 cursor = await conn.execute(
                     "SELECT current_user = 'memwell_app',"
@@ -148,12 +151,13 @@ def test_read_pool_runs_as_the_tenant_and_leaves_nothing_behind(
                 left = await cursor.fetchone()
         finally:
             await reads.close()
-        return seen_a, seen_b, left
+        return seen_a, seen_b, again_a, left
 
-    seen_a, seen_b, left = asyncio.run(run())
+    seen_a, seen_b, again_a, left = asyncio.run(run())
     assert [tuple(r) for r in seen_a] == [(a, "memwell_app"), (a, "memwell_app")]  # type: ignore[arg-type]
     assert [tuple(r) for r in seen_b] == [(b, "memwell_app")]  # type: ignore[arg-type]
-    assert left == (False, "")
+    assert [tuple(r) for r in again_a] == [tuple(r) for r in seen_a]  # type: ignore[arg-type]
+    assert left == (True, a)
 
 
 def test_read_pool_returns_the_last_statements_rows(database_url: str) -> None:
