@@ -32,6 +32,7 @@ from memwell.core.tokens import count_tokens
 from memwell.db.models import ChatSession, MemoryEvent, Turn
 from memwell.embeddings import Embedder
 from memwell.intake.dropped_turns import dropped_among
+from memwell.memories.erasure import erasures_of
 from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import view
 from memwell.pipeline.extract import TurnView, extract_local
@@ -86,6 +87,24 @@ def _lock_session(session: Session, tenant: str, user_id: str, session_id: str) 
     ).one()
 
 
+def _erased_with_their_user(
+    session: Session, tenant: str, user_id: str, turn_ids: list[str]
+) -> set[str]:
+    """Of `turn_ids`, those that are not stored because their user was erased: they
+    never will be (a late one is dropped on its way in), so a request for them settles
+    instead of retrying into a dead letter that would name the erased user."""
+    if not turn_ids or user_id not in erasures_of(session, tenant, [user_id]):
+        return set()
+    stored = set(
+        session.scalars(
+            select(Turn.id).where(
+                Turn.tenant == tenant, Turn.user_id == user_id, Turn.id.in_(turn_ids)
+            )
+        )
+    )
+    return {t for t in turn_ids if t not in stored}
+
+
 def fold_into_summary(
     session: Session,
     summarizer: Summarizer,
@@ -100,10 +119,14 @@ def fold_into_summary(
     A turn neither stored nor dropped is still on its way: TurnsNotPersisted, retried."""
     asked = list(dict.fromkeys(turn_ids))
     dropped = dropped_among(session, tenant=tenant, turn_ids=asked)
+    dropped |= _erased_with_their_user(
+        session, tenant, user_id, [t for t in asked if t not in dropped]
+    )
     if dropped:
         SUMMARY_TURNS_DROPPED_TOTAL.inc(len(dropped))
     if asked and len(dropped) == len(asked):
-        # All dropped (their session cleared): nothing to fold, and no row to make.
+        # All dropped (their session cleared, their user erased): nothing to fold, and
+        # no row to make.
         return SummaryResult(summary=None, folded=0, dropped=len(dropped))
     chat = _lock_session(session, tenant, user_id, session_id)
     done = set(chat.summarized_turn_ids or []) | dropped

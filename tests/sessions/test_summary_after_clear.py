@@ -22,6 +22,7 @@ from memwell.intake.dropped_turns import SESSION_CLEARED, record_dropped
 from memwell.intake.task_message import random_uuid, task_message
 from memwell.local.waiting import wait_for
 from memwell.local.worker_process import WorkerProcess
+from memwell.memories.erasure import erase_user_rows
 from memwell.pipeline.summarize import LocalSummarizer, TurnsNotPersisted, fold_into_summary
 
 SUMMARIZER = LocalSummarizer(budget_tokens=200, threshold=0.35)
@@ -108,3 +109,18 @@ def test_stored_turns_that_were_cleared_are_skipped_and_missing_ones_are_waited_
     # Not stored and not dropped: still on its way, so the task retries (transient).
     with db.begin() as session, pytest.raises(TurnsNotPersisted):
         fold_into_summary(session, SUMMARIZER, turn_ids=[*cleared, "on-its-way"], **key)
+
+
+def test_a_summary_of_an_erased_users_turns_settles(
+    db: sessionmaker[Session], ids: dict[str, str], stack_env: dict[str, str]
+) -> None:
+    """Turns of an erased user that are not stored never will be: the request settles,
+    and makes no session row for the erased user."""
+    key = {"tenant": ids["tenant"], "user_id": ids["user"], "session_id": ids["session"]}
+    with db.begin() as session:
+        erase_user_rows(session, tenant=ids["tenant"], user_id=ids["user"])
+    with db.begin() as session:
+        settled = fold_into_summary(session, SUMMARIZER, turn_ids=["gone-1", "gone-2"], **key)
+    assert (settled.folded, settled.dropped) == (0, 2)
+    with db() as session:
+        assert session.get(ChatSession, (ids["tenant"], ids["user"], ids["session"])) is None
