@@ -11,7 +11,6 @@ searches are that system's, since nothing else uses that server meanwhile.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from bench.evals.locomo import Scores
 from bench.harness.common import percentile
 from bench.harness.host import tree_cpu_s
 from bench.harness.locomo_data import Conversation, Question
+from bench.harness.progress import progress
 from bench.peers.systems import System
 from memwell.db.driver import libpq_url
 
@@ -84,6 +84,7 @@ async def interleaved(systems: Sequence[System], asks: Sequence[Ask], warmup: in
     passes = [Pass() for _ in systems]
     before = [tree_cpu_s([s.postgres_pid]) for s in systems]
     n = len(systems)
+    shown = progress("searched questions", len(asks))
     for i, (conv, q) in enumerate(asks):
         for j in range(n):
             k = (i + j) % n
@@ -95,9 +96,8 @@ async def interleaved(systems: Sequence[System], asks: Sequence[Ask], warmup: in
             done.client_cpu_ms.append(cpu * 1000)
             done.short += len(hits) < 10
             system.score(conv, q, hits, done.scores)
-        if (i + 1) % 50 == 0 or i + 1 == len(asks):
-            print(f"\r  searched {i + 1}/{len(asks)} questions", end="", file=sys.stderr)
-    print(file=sys.stderr)
+        shown.update(i + 1)
+    shown.close()
     for system, done, cpu in zip(systems, passes, before, strict=True):
         done.postgres_cpu_s = tree_cpu_s([system.postgres_pid]) - cpu
     return passes
