@@ -250,10 +250,11 @@ class Settings(BaseSettings):
         validation_alias="MEMWELL_PIPELINE_MODE",
         description="local: heuristic importance and sentence extraction. llm: the model "
         "scores and extracts (local per window on a fallback). hybrid: local extraction "
-        "always, plus the model's memories that add something. auto: local, endpoint or "
-        "not: on LoCoMo, llm and hybrid mode with small local models (0.5B, 1.5B) "
-        "recalled less than local mode (docs/evaluation.md); measure your model with "
-        "bench/evals/llm_modes.py before choosing llm or hybrid.",
+        "always, plus the model's memories that add something. auto: hybrid with an "
+        "endpoint (OPENAI_BASE_URL or OPENAI_API_KEY), local without one or with the "
+        "CPU model of `memwell up --llm-gguf`: on LoCoMo, hybrid with a capable writer "
+        "recalled clearly more than local mode, and with small models no less "
+        "(docs/evaluation.md).",
     )
     llm_window_turns: int = Field(
         default=12,
@@ -952,13 +953,23 @@ class Settings(BaseSettings):
 
     @property
     def resolved_pipeline_mode(self) -> Literal["local", "llm", "hybrid"]:
-        """The pipeline mode `auto` stands for: local, with an endpoint or without. On
-        LoCoMo, every mode with a small local model recalled less than local mode
-        (docs/evaluation.md), so the model joins consolidation only when an operator who
-        measured it on their own conversations asks for llm or hybrid."""
-        if self.pipeline_mode == "auto":
+        """The pipeline mode `auto` stands for: hybrid with an operator's endpoint, local
+        otherwise. On LoCoMo (docs/evaluation.md), hybrid with a capable writer recalled
+        clearly more than local mode, and with small local models no less. The CPU model
+        `memwell up --llm-gguf` serves is such a small one: it would add no recall and
+        consolidate at a fiftieth of local mode's pace, so it serves the chat doors and
+        joins consolidation only when asked (llm or hybrid)."""
+        if self.pipeline_mode != "auto":
+            return self.pipeline_mode
+        if not self.llm_mode or self.serves_local_model:
             return "local"
-        return self.pipeline_mode
+        return "hybrid"
+
+    @property
+    def serves_local_model(self) -> bool:
+        """Whether the endpoint is the local model server `memwell up` supervises."""
+        local = self.local_llm_url
+        return local is not None and (self.openai_base_url or "").rstrip("/") == local.rstrip("/")
 
     @property
     def pipeline_uses_llm(self) -> bool:

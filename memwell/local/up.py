@@ -224,8 +224,11 @@ def _run_locked(
                 with_demo=with_demo,
                 llm=llm,
                 data=data,
-                llm_pipeline=settings.pipeline_uses_llm
-                or (llm is not None and settings.pipeline_mode != "local"),
+                # With --llm-gguf, the children's endpoint is the local server: `auto`
+                # leaves consolidation to local mode there (Settings.resolved_pipeline_mode).
+                llm_pipeline=settings.pipeline_mode in ("llm", "hybrid")
+                if llm is not None
+                else settings.pipeline_uses_llm,
             ),  # fmt: skip
             env=env,
             exit_after_oneshots=exit_after_demo,

@@ -6,6 +6,8 @@ import pytest
 
 from memwell.core.settings import Settings
 
+LOCAL_SERVER = "http://127.0.0.1:8430/v1"
+
 
 def _settings(**env: str) -> Settings:
     return Settings.model_validate(env)
@@ -15,18 +17,26 @@ def _settings(**env: str) -> Settings:
     ("env", "mode"),
     [
         ({}, "local"),
-        ({"OPENAI_BASE_URL": "http://127.0.0.1:8430/v1"}, "local"),
-        ({"OPENAI_API_KEY": "sk-test"}, "local"),
-        ({"OPENAI_BASE_URL": "http://127.0.0.1:8430/v1", "MEMWELL_PIPELINE_MODE": "llm"}, "llm"),
+        ({"OPENAI_BASE_URL": "https://models.example.com/v1"}, "hybrid"),
+        ({"OPENAI_API_KEY": "sk-test"}, "hybrid"),
+        # the CPU model `memwell up --llm-gguf` supervises serves chat, not consolidation
+        ({"OPENAI_BASE_URL": LOCAL_SERVER, "MEMWELL_LOCAL_LLM_URL": LOCAL_SERVER}, "local"),
+        ({"OPENAI_BASE_URL": LOCAL_SERVER + "/", "MEMWELL_LOCAL_LLM_URL": LOCAL_SERVER}, "local"),
+        (
+            {"OPENAI_BASE_URL": LOCAL_SERVER, "MEMWELL_LOCAL_LLM_URL": LOCAL_SERVER,
+             "MEMWELL_PIPELINE_MODE": "hybrid"},
+            "hybrid",
+        ),  # fmt: skip
+        ({"OPENAI_BASE_URL": LOCAL_SERVER, "MEMWELL_PIPELINE_MODE": "llm"}, "llm"),
         ({"OPENAI_API_KEY": "sk-test", "MEMWELL_PIPELINE_MODE": "local"}, "local"),
         ({"MEMWELL_PIPELINE_MODE": "hybrid"}, "hybrid"),
     ],
 )
-def test_auto_is_local_and_the_model_joins_consolidation_when_asked(
+def test_auto_is_hybrid_with_an_operators_endpoint_and_local_otherwise(
     env: dict[str, str], mode: str
 ) -> None:
-    """With small local models every mode that used the model recalled less than local
-    mode on LoCoMo (docs/evaluation.md): auto stays local, an endpoint or not."""
+    """Hybrid recalled more than local mode with a capable writer and no less with small
+    ones (docs/evaluation.md); a small CPU model would only slow consolidation down."""
     settings = _settings(**env)
     assert settings.resolved_pipeline_mode == mode
     assert settings.pipeline_uses_llm is (mode != "local")

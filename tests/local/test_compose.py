@@ -65,7 +65,10 @@ def test_the_llm_local_profile_serves_a_mounted_gguf(repo_root: Path) -> None:
     assert "/models/model.gguf" in llm["command"] and "healthcheck" in llm
     for name in ("api", "worker-llm", "worker-ingest"):
         env = services[name]["environment"]
-        for key in ("OPENAI_BASE_URL", "MEMWELL_CHAT_MODEL", "MEMWELL_EMBEDDING_PROVIDER"):
+        keys = ("OPENAI_BASE_URL", "MEMWELL_CHAT_MODEL", "MEMWELL_EMBEDDING_PROVIDER",
+                "MEMWELL_PIPELINE_MODE")  # fmt: skip
+        for key in keys:
             assert key in env and env[key] is None, (name, key)  # passed through, never ""
     text = (repo_root / "docker-compose.yml").read_text()
-    assert "OPENAI_BASE_URL=http://llm:8080/v1" in text  # the documented .env line
+    assert "OPENAI_BASE_URL=http://llm:8080/v1" in text  # the documented .env lines
+    assert "MEMWELL_PIPELINE_MODE=local" in text
