@@ -22,11 +22,7 @@ def _settings(**env: str) -> Settings:
         # the CPU model `memwell up --llm-gguf` supervises serves chat, not consolidation
         ({"OPENAI_BASE_URL": LOCAL_SERVER, "MEMWELL_LOCAL_LLM_URL": LOCAL_SERVER}, "local"),
         ({"OPENAI_BASE_URL": LOCAL_SERVER + "/", "MEMWELL_LOCAL_LLM_URL": LOCAL_SERVER}, "local"),
-        (
-            {"OPENAI_BASE_URL": LOCAL_SERVER, "MEMWELL_LOCAL_LLM_URL": LOCAL_SERVER,
-             "MEMWELL_PIPELINE_MODE": "hybrid"},
-            "hybrid",
-        ),  # fmt: skip
+        ({"OPENAI_BASE_URL": LOCAL_SERVER, "MEMWELL_PIPELINE_MODE": "hybrid"}, "hybrid"),
         ({"OPENAI_BASE_URL": LOCAL_SERVER, "MEMWELL_PIPELINE_MODE": "llm"}, "llm"),
         ({"OPENAI_API_KEY": "sk-test", "MEMWELL_PIPELINE_MODE": "local"}, "local"),
         ({"MEMWELL_PIPELINE_MODE": "hybrid"}, "hybrid"),
