@@ -38,6 +38,16 @@ def test_a_memory_goes_to_the_message_it_shares_words_with() -> None:
     assert content_words("Ada moved. (asked: Where?)") == {"ada", "moved"}
 
 
+def test_a_memory_joining_two_messages_keeps_the_one_it_cites() -> None:
+    messages = [
+        "I went to a LGBTQ support group yesterday and it was so powerful.",
+        "The transgender stories were so inspiring! I was so happy and thankful.",
+    ]
+    joined = "Caroline attended an LGBTQ support group and found the transgender stories inspiring."
+    assert best_message(joined, 1, messages, names=["Caroline"]) == 1
+    assert best_message(joined, 2, messages, names=["Caroline"]) == 2
+
+
 def test_a_memory_restating_the_assistant_goes_nowhere() -> None:
     messages = ["I prefer Rust for systems programming."]
     context = ["Rust has a robust standard library and a strong community."]
