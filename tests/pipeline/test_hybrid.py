@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memwell.pipeline.candidate import Candidate
-from memwell.pipeline.hybrid import best_message, combine, content_words
+from memwell.pipeline.hybrid import best_message, combine, content_words, passed_over
 
 SAID = datetime(2023, 5, 8, tzinfo=UTC)
 
@@ -54,3 +54,9 @@ def test_a_memory_restating_the_assistant_goes_nowhere() -> None:
     restated = "Rust has a robust standard library."
     assert best_message(restated, 1, messages, context=context) is None
     assert best_message("The user prefers Rust.", 1, messages, context=context) == 1
+
+
+def test_a_message_the_model_passes_over_keeps_its_local_memories_ranked_lower() -> None:
+    local = [_cand("Caroline would love to check them out.", "local")]
+    (kept,) = passed_over(local)
+    assert (kept.content, kept.importance) == (local[0].content, local[0].importance / 2)
