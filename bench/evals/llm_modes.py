@@ -262,6 +262,10 @@ def recorded_endpoint(data: Path) -> Iterator[dict[str, str]]:
             "OPENAI_BASE_URL": base_url,
             "OPENAI_API_KEY": "recorded",
             "MEMWELL_CHAT_MODEL": MODEL_NAME,
+            # It answers at once and without a quota. At the shipped 60 calls a minute,
+            # the idle-session job's one batch of every session (a summary call each)
+            # is rate-limited part way, rolls back and retries without end.
+            "MEMWELL_LLM_RPM": "0",
         }
     print(f"recorded model: {_fmt_map(dict(model.stats))}", file=sys.stderr)
 
