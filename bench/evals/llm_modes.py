@@ -1,21 +1,26 @@
 """Local mode against LLM mode (and the hybrid) on one LoCoMo slice, side by side.
 
-    python -m bench.evals.llm_modes --gguf 0.5b=PATH [--gguf 1.5b=PATH] \
+    python -m bench.evals.llm_modes [--gguf 0.5b=PATH]... [--recorded] \
         [--modes local,llm,hybrid] [--conversations 1] [--sessions 6]
 
-The slice is the first `--sessions` sessions of the first `--conversations` dev
-conversations, and the questions whose evidence lies wholly inside it. Each mode gets
-a throwaway stack of its own (embedded Postgres + Valkey, one real worker); the LLM
-modes also get llama.cpp's server (`python -m llama_cpp.server`, the llm-local extra)
-on the given GGUF, started here and stopped after the mode, with the arguments and the
-client settings `memwell up --llm-gguf` uses, and a worker of one process on the llm
-queue. Every turn is enqueued at once, as a user's import would, at shipped settings.
+The slice is the first `--sessions` sessions (0: all) of the first `--conversations`
+dev conversations, and the questions whose evidence lies wholly inside it. Each mode
+gets a throwaway stack of its own (embedded Postgres + Valkey, one real worker). With
+`--gguf`, the LLM modes get llama.cpp's server (`python -m llama_cpp.server`, the
+llm-local extra) on the given GGUF, started here and stopped after the mode, with the
+arguments and the client settings `memwell up --llm-gguf` uses, and a worker of one
+process on the llm queue. With `--recorded`, they get the recorded model
+(bench/harness/recorded_model.py: what GPT-3.5-turbo wrote about these conversations,
+as LoCoMo records it) as a hosted endpoint, at the client settings a hosted endpoint
+gets. Every turn is enqueued at once, as a user's import would, at shipped settings;
+once all are settled, the idle-session job runs as beat would send it (the sessions'
+last turns are long past), which writes each session's summary memory.
 
 Per mode: R@10 per category, R@10 with one evidence turn per hit, answer containment,
 tokens of the top 10, consolidation turns/s (enqueue to the last turn settled), model
-calls and tokens per stored turn (from llm_usage), fallbacks by step and reason, dead
-letters, and who wrote the memories (their provenance). Local mode is the baseline of
-the same run.
+calls and tokens per stored turn (from llm_usage), windows deferred (a slow model's, sent
+again later), fallbacks by step and reason, dead letters, and who wrote the memories
+(their provenance). Local mode is the baseline of the same run.
 """
 
 from __future__ import annotations
@@ -38,9 +43,12 @@ from bench.harness.api_server import free_port
 from bench.harness.host import describe_host
 from bench.harness.locomo_data import CATEGORIES, Conversation, dia_id, load
 from bench.harness.progress import progress
+from bench.harness.recorded_model import MODEL_NAME, RecordedModel, recorded_server
 from bench.harness.stack import LOCOMO_DEFAULT, full_stack, stop_group
+from memwell.core.queues import TaskName
 from memwell.core.settings import get_settings
 from memwell.db.engine import make_engine
+from memwell.intake.dispatch import send_by_name
 from memwell.intake.enqueue import enqueue_turns
 from memwell.llm.model_server import probe_model_server
 from memwell.local.llm_server import LocalLlmServer
@@ -62,6 +70,8 @@ class ModeResult:
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: windows the model ran out of time on, left pending to be sent again
+    deferrals: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)
     dead_letters: int = 0
     writers: dict[str, int] = field(default_factory=dict)
@@ -74,7 +84,7 @@ def slice_conversations(
     questions answerable from them."""
     kept = []
     for conv in conversations[:count]:
-        turns = [t for t in conv.turns if _session_number(dia_id(t)) <= sessions]
+        turns = [t for t in conv.turns if not sessions or _session_number(dia_id(t)) <= sessions]
         ids = {dia_id(t) for t in turns}
         questions = [q for q in conv.questions if q.evidence <= ids]
         last = max(t.created_at for t in turns if t.created_at)
@@ -149,13 +159,12 @@ def collect(database_url: str, result: ModeResult) -> None:
         with engine.connect() as conn:
             usage = conn.execute(
                 text("SELECT coalesce(sum(calls),0), coalesce(sum(prompt_tokens),0), "
-                     "coalesce(sum(completion_tokens),0), coalesce(sum(failures),0) "
-                     "FROM llm_usage WHERE tenant = :t"),
+                     "coalesce(sum(completion_tokens),0), coalesce(sum(failures),0), "
+                     "coalesce(sum(deferrals),0) FROM llm_usage WHERE tenant = :t"),
                 {"t": TENANT},
             ).one()  # fmt: skip
-            (result.calls, result.prompt_tokens, result.completion_tokens, result.failures) = map(
-                int, usage
-            )
+            (result.calls, result.prompt_tokens, result.completion_tokens, result.failures,
+             result.deferrals) = map(int, usage)  # fmt: skip
             result.fallbacks = _fallbacks(conn)
             result.dead_letters = int(
                 conn.execute(text("SELECT count(*) FROM dead_letters")).scalar_one()
@@ -183,26 +192,52 @@ def _fallbacks(conn: object) -> dict[str, int]:
     return {str(k): int(n) for k, n in rows if int(n)}
 
 
+def close_idle(database_url: str, redis_url: str) -> None:
+    """Send the idle-session job as beat does, and wait until it has closed every
+    session (each gets its summary memory). The slice's sessions are dated long ago,
+    so every one is idle at once."""
+    send_by_name(TaskName.CLOSE_IDLE_SESSIONS.value, {}, broker_url=redis_url)
+    engine = make_engine(database_url, pool_size=1)
+    try:
+        with engine.connect() as conn:
+            total = int(conn.execute(
+                text("SELECT count(*) FROM sessions WHERE tenant = :t"), {"t": TENANT}
+            ).scalar_one())  # fmt: skip
+        with progress("closed sessions", total) as bar:
+            while True:
+                with engine.connect() as conn:
+                    open_ = int(conn.execute(
+                        text("SELECT count(*) FROM sessions WHERE tenant = :t "
+                             "AND status = 'open'"), {"t": TENANT},
+                    ).scalar_one())  # fmt: skip
+                bar.update(total - open_)
+                if not open_:
+                    break
+                time.sleep(1.0)
+    finally:
+        engine.dispose()
+
+
 def run_mode(
     conversations: list[Conversation],
     *,
     label: str,
     mode: str,
-    server: LocalLlmServer | None,
+    endpoint: dict[str, str] | None = None,
+    llm_worker: bool = False,
 ) -> ModeResult:
-    """One mode on a stack of its own: ingest the slice, ask its questions. With a
-    model server, the workers run as `memwell up --llm-gguf` runs them: its settings
-    for the clients, and the llm queue in a worker of one process of its own."""
-    env = {"MEMWELL_PIPELINE_MODE": mode}
-    if server is not None:
-        env |= server.client_env(get_settings())
+    """One mode on a stack of its own: ingest the slice, close its sessions, ask its
+    questions. `endpoint`: the clients' settings for the model server; `llm_worker`: the
+    llm queue in a worker of one process of its own, as `memwell up --llm-gguf` runs it."""
+    env = {"MEMWELL_PIPELINE_MODE": mode, **(endpoint or {})}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     get_settings.cache_clear()
     try:
-        with full_stack(extra_env=env, llm_worker=server is not None) as stack:
+        with full_stack(extra_env=env, llm_worker=llm_worker) as stack:
             assert stack.redis_url is not None
             seconds = ingest(conversations, stack.database_url, stack.redis_url)
+            close_idle(stack.database_url, stack.redis_url)
             scores = evaluate_memwell(conversations, stack.database_url, ["default"])["default"]
             result = ModeResult(label, scores, sum(len(c.turns) for c in conversations),
                                 seconds, {})  # fmt: skip
@@ -215,6 +250,24 @@ def run_mode(
                 os.environ[k] = v
         get_settings.cache_clear()
     return result
+
+
+@contextmanager
+def recorded_endpoint(data: Path) -> Iterator[dict[str, str]]:
+    """The recorded model as a hosted endpoint: the clients' settings that point at it
+    (a hosted endpoint's defaults otherwise)."""
+    model = RecordedModel.from_file(data)
+    with recorded_server(model) as base_url:
+        yield {
+            "OPENAI_BASE_URL": base_url,
+            "OPENAI_API_KEY": "recorded",
+            "MEMWELL_CHAT_MODEL": MODEL_NAME,
+            # It answers at once and without a quota. At the shipped 60 calls a minute,
+            # the idle-session job's one batch of every session (a summary call each)
+            # is rate-limited part way, rolls back and retries without end.
+            "MEMWELL_LLM_RPM": "0",
+        }
+    print(f"recorded model: {_fmt_map(dict(model.stats))}", file=sys.stderr)
 
 
 def _fmt_map(values: dict[str, int]) -> str:
@@ -234,17 +287,18 @@ def print_tables(results: Sequence[ModeResult], *, file: TextIO = sys.stdout) ->
               f"{contain} | {overall.tokens:.1f} |", file=file)  # fmt: skip
     print(
         "\n| mode | turns | turns/s | model calls / turn | failed calls | prompt tok / turn | "
-        "completion tok / turn | fallbacks | dead letters | settled | memories by writer |",
+        "completion tok / turn | deferred | fallbacks | dead letters | settled | "
+        "memories by writer |",
         file=file,
     )
-    print("|---" * 11 + "|", file=file)
+    print("|---" * 12 + "|", file=file)
     for r in results:
         n = max(r.turns, 1)
         print(f"| {r.label} | {r.turns} | {r.turns / r.seconds:.2f} | {r.calls / n:.3f} | "
               f"{r.failures} | "
               f"{r.prompt_tokens / n:.1f} | {r.completion_tokens / n:.1f} | "
-              f"{_fmt_map(r.fallbacks)} | {r.dead_letters} | {_fmt_map(r.settled)} | "
-              f"{_fmt_map(r.writers)} |", file=file)  # fmt: skip
+              f"{r.deferrals} | {_fmt_map(r.fallbacks)} | {r.dead_letters} | "
+              f"{_fmt_map(r.settled)} | {_fmt_map(r.writers)} |", file=file)  # fmt: skip
 
 
 def _models(values: Sequence[str]) -> dict[str, Path]:
@@ -263,7 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gguf", action="append", default=[], help="LABEL=PATH, repeatable")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated")
     parser.add_argument("--conversations", type=int, default=1)
-    parser.add_argument("--sessions", type=int, default=6)
+    parser.add_argument("--sessions", type=int, default=6, help="0: whole conversations")
+    parser.add_argument(
+        "--recorded", action="store_true", help="add the LLM modes on the recorded model"
+    )
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--ctx", type=int, default=4096)
     args = parser.parse_args(argv)
@@ -274,28 +331,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown := set(modes) - set(MODES):
         parser.error(f"unknown modes {sorted(unknown)}; choose from {list(MODES)}")
     models = _models(args.gguf)
-    if any(m != "local" for m in modes) and not models:
-        parser.error("the llm and hybrid modes need --gguf LABEL=PATH")
+    if any(m != "local" for m in modes) and not (models or args.recorded):
+        parser.error("the llm and hybrid modes need --gguf LABEL=PATH or --recorded")
     conversations = slice_conversations(
         load(args.data), count=args.conversations, sessions=args.sessions
     )
     n_turns = sum(len(c.turns) for c in conversations)
     n_q = sum(len(c.questions) for c in conversations)
-    print(f"LoCoMo slice: {len(conversations)} conversation(s), first {args.sessions} sessions: "
+    sessions = f"first {args.sessions} sessions" if args.sessions else "all sessions"
+    print(f"LoCoMo slice: {len(conversations)} conversation(s), {sessions}: "
           f"{n_turns} turns, {n_q} questions")  # fmt: skip
     print(describe_host())
     results: list[ModeResult] = []
     if "local" in modes:
         print("==> local", file=sys.stderr)
-        results.append(run_mode(conversations, label="local", mode="local", server=None))
+        results.append(run_mode(conversations, label="local", mode="local"))
         print_tables(results, file=sys.stderr)  # so far: a later mode may take long
+    for mode in (m for m in modes if m != "local" and args.recorded):
+        print(f"==> {mode} recorded", file=sys.stderr)
+        with recorded_endpoint(args.data) as endpoint:
+            results.append(
+                run_mode(conversations, label=f"{mode} recorded", mode=mode, endpoint=endpoint)
+            )
+        print_tables(results, file=sys.stderr)
     for label, gguf in models.items():
         for mode in (m for m in modes if m != "local"):
             print(f"==> {mode} on {label}", file=sys.stderr)
             root = Path(os.environ.get("TMPDIR", "/tmp"))
             with model_server(gguf, threads=args.threads, ctx=args.ctx, root=root) as server:
+                endpoint = server.client_env(get_settings())
                 results.append(
-                    run_mode(conversations, label=f"{mode} {label}", mode=mode, server=server)
+                    run_mode(
+                        conversations,
+                        label=f"{mode} {label}",
+                        mode=mode,
+                        endpoint=endpoint,
+                        llm_worker=True,
+                    )  # fmt: skip
                 )
             print_tables(results, file=sys.stderr)
     print_tables(results)

@@ -1,9 +1,12 @@
-"""Shared pieces of the benchmarks: real embedded services and table printing."""
+"""Shared pieces of the benchmarks: real embedded services, table printing, and the
+JSON replies of their stand-in model servers."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -38,3 +41,13 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> Non
         )
         if n == 0:
             print("  ".join("-" * w for w in widths))
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: object) -> None:
+    """A JSON reply of known length (the client may keep the connection)."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)

@@ -14,6 +14,8 @@ import json
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from bench.harness.common import send_json
+
 REPLY = "Noted. " * 20
 MODEL = "bench-echo"
 
@@ -25,12 +27,7 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _json(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body)
 
     def do_GET(self) -> None:  # noqa: N802
         self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model"}]})

@@ -7,22 +7,35 @@ enough new words is kept beside them, scored by the local rule: what the model
 inferred. (Letting the model's wording of the same fact replace local mode's lost a
 little recall on LoCoMo with the 0.5B model: its restatements drop details.)
 
+The model's reading ranks local memories too: a message it read and found nothing
+worth remembering in keeps its local memories at half their importance, so chatter a
+capable model passes over sits below what it kept, without leaving the store.
+
 A small model also cites the wrong message, and restates what the assistant said. Each
 of its memories goes to the message of its window whose words it shares most, unless it
-shares none with any (an inference: its cited message keeps it), and is dropped when an
-assistant's line shares more.
+shares none with any (an inference: its cited message keeps it) or shares half as many
+with the message it cites (a memory joining two messages: the citation stands), and is
+dropped when an assistant's line shares more.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final
 
 from memwell.pipeline import importance
 from memwell.pipeline.candidate import Candidate
 
+#: The cited message keeps a memory that shares at least 1/CITED_SHARE as many words
+#: with it as with the best message: a capable model's memory often joins what two
+#: messages say, and its citation is right; a small model's wrong one shares little.
+CITED_SHARE: Final = 2
 #: At least this share of a model memory's content words new: it adds something.
 NEW_SHARE: Final = 0.34
+#: The share of their importance local memories keep when the model, answering for
+#: their message, wrote nothing about it.
+PASSED_OVER: Final = 0.5
 _ASKED: Final = " (asked: "
 
 
@@ -40,8 +53,8 @@ def best_message(
     names: Sequence[str] = (),
 ) -> int | None:
     """The number (from 1) of the message `content` shares most words with, `names`
-    (the speakers, whom every memory names) left out; `cited` when it shares none, or as
-    many with the cited one. None when a `context` line (what the assistant said) shares
+    (the speakers, whom every memory names) left out; `cited` when it shares none, or
+    half as many with the cited one. None when a `context` line (what the assistant said) shares
     more with it than any message: the memory restates the assistant."""
     words = content_words(content) - set().union(*(content_words(n) for n in names))
     overlaps = [len(words & content_words(m)) for m in messages]
@@ -51,7 +64,7 @@ def best_message(
         return None
     if best < 0 or not overlaps[best]:
         return cited
-    if 1 <= cited <= len(messages) and overlaps[cited - 1] >= overlaps[best]:
+    if 1 <= cited <= len(messages) and overlaps[cited - 1] * CITED_SHARE >= overlaps[best]:
         return cited
     return best + 1
 
@@ -67,3 +80,9 @@ def combine(model: Sequence[Candidate], local: Sequence[Candidate]) -> list[Cand
             added.append(m)
             known |= words  # a second memory saying the same adds nothing more
     return [*local, *added]
+
+
+def passed_over(local: Sequence[Candidate]) -> list[Candidate]:
+    """Local memories of a message the model read and found nothing in: kept, ranked
+    lower (importance is part of the retrieval score)."""
+    return [replace(c, importance=round(c.importance * PASSED_OVER, 4)) for c in local]

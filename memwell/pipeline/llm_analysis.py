@@ -23,7 +23,8 @@ dropped; a message left with no memory that way is consolidated by local mode
 ("fallback": "invalid_value"). In hybrid mode local extraction always runs too, and
 memwell/pipeline/hybrid.py joins the two: local memories stay as they are, and the
 model's are added where they say something new, so configuring a model never loses
-what local mode finds. A memory citing the wrong message goes to the one whose words it shares.
+what local mode finds (a message the model passes over keeps its local memories,
+ranked lower). A memory citing the wrong message goes to the one whose words it shares.
 
 Windows start in order while the model, at the pace of its calls so far, can answer
 before the deadline, and until the shared rate limit is spent; the rest are not
@@ -67,7 +68,7 @@ from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import Analysis, LocalAnalyzer, TurnAnalysis
 from memwell.pipeline.extract import REMEMBERED_ROLES, TurnView, classify
 from memwell.pipeline.filler import strip_filler
-from memwell.pipeline.hybrid import best_message, combine
+from memwell.pipeline.hybrid import best_message, combine, passed_over
 from memwell.pipeline.importance import score_text, split_sentences
 from memwell.pipeline.llm_steps import DATA_NOTE, ENTITY_GUIDE
 from memwell.pipeline.rewrite import standalone
@@ -369,7 +370,7 @@ class LlmAnalyzer:
                 # Its memory broke a rule: local mode speaks for the message instead.
                 self._local(analysis, t, INVALID_VALUE)
             else:
-                self._from_model(analysis, t, by_message.get(n, []))
+                self._from_model(analysis, t, by_message.get(n, []), lost=n in lost)
         return True
 
     def _local(self, analysis: Analysis, turn: TurnView, reason: str) -> None:
@@ -380,7 +381,9 @@ class LlmAnalyzer:
                 done.importance, with_fallback(done.candidates, reason)
             )
 
-    def _from_model(self, analysis: Analysis, turn: TurnView, memories: list[MemoryOut]) -> None:
+    def _from_model(
+        self, analysis: Analysis, turn: TurnView, memories: list[MemoryOut], *, lost: bool = False
+    ) -> None:
         if self.hybrid:
             self.local.analyze_one(analysis, turn)
             done = analysis.done.get(turn.turn_id)
@@ -394,9 +397,8 @@ class LlmAnalyzer:
                 for c in _candidates(turn, memories, 0.0)
             ]
             keep = [c for c in model if c.importance >= self.local.threshold]
-            analysis.done[turn.turn_id] = TurnAnalysis(
-                done.importance, combine(keep, done.candidates)
-            )
+            local = done.candidates if memories or lost else passed_over(done.candidates)
+            analysis.done[turn.turn_id] = TurnAnalysis(done.importance, combine(keep, local))
             return
         model = _candidates(turn, memories, 0.0)
         keep = [c for c in model if c.importance >= self.local.threshold]

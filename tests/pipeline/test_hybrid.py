@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from memwell.pipeline.candidate import Candidate
-from memwell.pipeline.hybrid import best_message, combine, content_words
+from memwell.pipeline.hybrid import best_message, combine, content_words, passed_over
 
 SAID = datetime(2023, 5, 8, tzinfo=UTC)
 
@@ -38,9 +38,25 @@ def test_a_memory_goes_to_the_message_it_shares_words_with() -> None:
     assert content_words("Ada moved. (asked: Where?)") == {"ada", "moved"}
 
 
+def test_a_memory_joining_two_messages_keeps_the_one_it_cites() -> None:
+    messages = [
+        "I went to a LGBTQ support group yesterday and it was so powerful.",
+        "The transgender stories were so inspiring! I was so happy and thankful.",
+    ]
+    joined = "Caroline attended an LGBTQ support group and found the transgender stories inspiring."
+    assert best_message(joined, 1, messages, names=["Caroline"]) == 1
+    assert best_message(joined, 2, messages, names=["Caroline"]) == 2
+
+
 def test_a_memory_restating_the_assistant_goes_nowhere() -> None:
     messages = ["I prefer Rust for systems programming."]
     context = ["Rust has a robust standard library and a strong community."]
     restated = "Rust has a robust standard library."
     assert best_message(restated, 1, messages, context=context) is None
     assert best_message("The user prefers Rust.", 1, messages, context=context) == 1
+
+
+def test_a_message_the_model_passes_over_keeps_its_local_memories_ranked_lower() -> None:
+    local = [_cand("Caroline would love to check them out.", "local")]
+    (kept,) = passed_over(local)
+    assert (kept.content, kept.importance) == (local[0].content, local[0].importance / 2)
