@@ -8,6 +8,7 @@ the jobs take it as an argument.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -31,6 +32,8 @@ from worker.tasks import MemwellTask
 
 SOFT_LIMIT_S = 240
 HARD_LIMIT_S = 300
+#: close-idle's own stop, before the soft limit: room for one last summary call
+CLOSE_IDLE_BUDGET_S = SOFT_LIMIT_S - 90
 
 
 def _locked(job: str, run: Callable[[], JobReport]) -> dict[str, Any]:
@@ -100,6 +103,9 @@ def close_idle_sessions(self: MemwellTask, *, cursor: Cursor | None = None) -> d
             now=now,
             cursor=cursor,
             summarize=summary_memory_closer(rt.embedder, rt.steps.summarizer),
+            # Summaries may call the model: stop in time to commit what is closed, and
+            # let the continuation task take the rest.
+            deadline=time.monotonic() + CLOSE_IDLE_BUDGET_S,
         ),
     )
     return _continue(self, result)

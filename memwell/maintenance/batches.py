@@ -23,11 +23,14 @@ Cursor = list[str]
 
 @dataclass
 class BatchResult:
-    """What one batch did. `cursor` None means the walk reached the end."""
+    """What one batch did. `cursor` None means the walk reached the end; `stop` ends
+    this run early (its time or a shared budget is spent), `cursor` saying where the
+    next one continues."""
 
     counts: dict[str, int]
     cursor: Cursor | None
     after_commit: Callable[[], None] | None = None
+    stop: bool = False
 
 
 @dataclass
@@ -84,7 +87,7 @@ def run_batches(
         report.batches += 1
         totals.update(result.counts)
         report.cursor = result.cursor
-        if result.cursor is None:
+        if result.cursor is None or result.stop:
             break
     report.counts = {k: int(v) for k, v in sorted(totals.items())}
     log.info(

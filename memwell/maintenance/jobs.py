@@ -72,9 +72,11 @@ def run_close_idle(
     dry_run: bool = False,
     cursor: Cursor | None = None,
     summarize: Callable[..., str] | None = None,
+    deadline: float | None = None,
 ) -> JobReport:
     """Close idle sessions; `summarize` (default: the local extractive summary) writes
-    each one's summary. Workers pass the pipeline's, which leaves a `summary` memory."""
+    each one's summary. Workers pass the pipeline's, which leaves a `summary` memory,
+    and a `deadline` (time.monotonic()) inside their time limit."""
     buffer = SyncSessionBuffer(
         redis_client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
     )
@@ -87,6 +89,7 @@ def run_close_idle(
         max_batches=settings.maintenance_max_batches,
         dry_run=dry_run,
         cursor=cursor,
+        deadline=deadline,
         **({"summarize": summarize} if summarize else {}),
     )
 

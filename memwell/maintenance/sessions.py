@@ -10,13 +10,21 @@ Sessions are walked by (last_activity_at, key) and locked with SKIP LOCKED; a tu
 persisted meanwhile waits on that lock and then reopens the session (persist.py). The
 buffer is flushed only after the commit, and a session whose buffer holds a turn newer
 than the idle cutoff is left open: that turn is on its way to Postgres.
+
+A summary may cost a model call, so a batch stops early and keeps what it closed: when
+the task's time is spent (the next task continues after the last session closed), and
+when the shared model budget is (the sessions left stay open for the next beat tick).
+Each session's work runs in a savepoint, so the one a stop interrupts leaves nothing
+half done.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,12 +32,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from memwell.buffer.session_buffer import SyncSessionBuffer
 from memwell.db.models import ChatSession, Turn
 from memwell.embeddings import Embedder
+from memwell.llm.provider_rate_limit import RateLimited
 from memwell.maintenance.batches import BatchResult, Cursor, JobReport, run_batches
 from memwell.pipeline.summarize import Summarizer, close_session
 
 SUMMARY_TURNS = 5
 SUMMARY_TURN_CHARS = 240
 _EPOCH = "1970-01-01T00:00:00+00:00"
+_START: Cursor = [_EPOCH, "", "", ""]
 
 
 @dataclass(frozen=True)
@@ -111,10 +121,12 @@ def close_idle_batch(
     buffer: SyncSessionBuffer | None,
     batch_size: int,
     summarize: Callable[..., str] = summarize_and_close,
+    deadline: float | None = None,
 ) -> BatchResult:
-    """Close up to `batch_size` sessions idle since before `now - idle`."""
+    """Close up to `batch_size` sessions idle since before `now - idle`; stop early
+    at `deadline` (time.monotonic()) or when the model budget is spent."""
     cutoff = now - idle
-    after = cursor or [_EPOCH, "", "", ""]
+    after = cursor or _START
     after_at = datetime.fromisoformat(after[0])
     rows = session.execute(
         select(
@@ -139,29 +151,57 @@ def close_idle_batch(
     ).all()
     closed: list[SessionKey] = []
     still_active = 0
+    handled = 0  # rows walked past: the cursor of a stop
+    stopped = ""
     for row in rows:
         key = SessionKey(row.tenant, row.user_id, row.id)
+        if deadline is not None and time.monotonic() >= deadline:
+            stopped = "out_of_time"
+            break
         if _buffer_is_fresh(buffer, key, cutoff):
             still_active += 1
+            handled += 1
             continue
-        summarize(
-            session, tenant=key.tenant, user_id=key.user_id, session_id=key.session_id, now=now
-        )
+        try:
+            with session.begin_nested():
+                summarize(
+                    session, tenant=key.tenant, user_id=key.user_id,
+                    session_id=key.session_id, now=now,
+                )  # fmt: skip
+        except RateLimited:
+            stopped = "rate_limited"
+            break
         closed.append(key)
+        handled += 1
 
     def flush() -> None:
         if buffer is not None:
             for key in closed:
                 buffer.clear(key.tenant, key.user_id, key.session_id)
 
+    counts = {"closed": len(closed), "left_open_active_buffer": still_active}
+    if stopped == "rate_limited":
+        # The rest stays open, idle: the next tick's walk finds it again.
+        counts["left_open_rate_limited"] = len(rows) - handled
+        return BatchResult(counts=counts, cursor=None, after_commit=flush, stop=True)
+    if stopped:
+        counts["left_open_out_of_time"] = len(rows) - handled
+        return BatchResult(
+            counts=counts,
+            cursor=_key_cursor(rows[handled - 1]) if handled else (cursor or _START),
+            after_commit=flush,
+            stop=True,
+        )
     last = rows[-1] if rows else None
     return BatchResult(
-        counts={"closed": len(closed), "left_open_active_buffer": still_active},
-        cursor=None
-        if last is None or len(rows) < batch_size
-        else [last.last_activity_at.isoformat(), last.tenant, last.user_id, last.id],
+        counts=counts,
+        cursor=None if last is None or len(rows) < batch_size else _key_cursor(last),
         after_commit=flush,
     )
+
+
+def _key_cursor(row: Any) -> Cursor:
+    return [row.last_activity_at.isoformat(), row.tenant, row.user_id, row.id]
 
 
 def close_idle_sessions(
@@ -175,13 +215,22 @@ def close_idle_sessions(
     dry_run: bool = False,
     cursor: Cursor | None = None,
     summarize: Callable[..., str] = summarize_and_close,
+    deadline: float | None = None,
 ) -> JobReport:
-    """Summarize, close and flush every session idle for longer than `idle`."""
+    """Summarize, close and flush every session idle for longer than `idle`, until
+    `deadline` (time.monotonic())."""
     return run_batches(
         sessions,
         lambda s, c: close_idle_batch(
-            s, c, now=now, idle=idle, buffer=buffer, batch_size=batch_size, summarize=summarize
-        ),
+            s,
+            c,
+            now=now,
+            idle=idle,
+            buffer=buffer,
+            batch_size=batch_size,
+            summarize=summarize,
+            deadline=deadline,
+        ),  # fmt: skip
         job="close-idle",
         max_batches=max_batches,
         dry_run=dry_run,
