@@ -2,13 +2,15 @@
 and Redis.
 
 TEST_DATABASE_URL / TEST_REDIS_URL in the environment win; otherwise embedded
-servers start once per test session in a temporary directory. The reaper
+servers start once per test session in a temporary directory, removed when they
+stop. The reaper
 (memwell/local/reaper.py) stops them if the session is killed before it can.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -58,6 +60,7 @@ def postgres() -> Iterator[PostgresService]:
         pg.stop()
         if pid is not None:
             reaper().forget(pid)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextmanager
@@ -77,3 +80,4 @@ def redis_url() -> Iterator[str]:
         server.stop()
         if pid is not None:
             reaper().forget(pid)
+        shutil.rmtree(root, ignore_errors=True)
