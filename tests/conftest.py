@@ -64,14 +64,17 @@ def one_stack_at_a_time() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    with session_services.redis_url() as url:
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # Under basetemp, not TMPDIR: the servers' data lives as long as the session.
+    with session_services.redis_url(tmp_path_factory.mktemp("services")) as url:
         yield url
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[session_services.PostgresService]:
-    with session_services.postgres() as service:
+def postgres(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[session_services.PostgresService]:
+    with session_services.postgres(tmp_path_factory.mktemp("services")) as service:
         yield service
 
 

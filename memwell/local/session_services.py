@@ -44,11 +44,12 @@ class PostgresService:
 
 
 @contextmanager
-def postgres() -> Iterator[PostgresService]:
+def postgres(parent: Path | None = None) -> Iterator[PostgresService]:
+    """`parent`: where its directory goes (default: the temporary directory)."""
     if url := os.environ.get("TEST_DATABASE_URL"):
         yield PostgresService(url)
         return
-    root = Path(tempfile.mkdtemp(prefix="memwell-test-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="memwell-test-pg-", dir=parent))
     pg = EmbeddedPostgres(pgdata=root / "pgdata", database="memwell_test")
     pid = None
     try:
@@ -64,11 +65,12 @@ def postgres() -> Iterator[PostgresService]:
 
 
 @contextmanager
-def redis_url() -> Iterator[str]:
+def redis_url(parent: Path | None = None) -> Iterator[str]:
+    """`parent`: where its directory goes (default: the temporary directory)."""
     if url := os.environ.get("TEST_REDIS_URL"):
         yield url
         return
-    root = Path(tempfile.mkdtemp(prefix="memwell-test-redis-"))
+    root = Path(tempfile.mkdtemp(prefix="memwell-test-redis-", dir=parent))
     server = EmbeddedRedis(data_dir=root, appendonly=False)
     pid = None
     try:
