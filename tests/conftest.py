@@ -45,6 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp is None:
         config.option.basetemp = str(scratch / "basetemp")
     tmp = scratch / "tmp"
+    if os.environ.get("TMPDIR") == str(tmp):
+        return  # a pytest that a test of this run started: the run's scratch is in use
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     # Set before any worker, server or subprocess starts: they all inherit it.
