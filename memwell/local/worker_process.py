@@ -36,7 +36,9 @@ class WorkerProcess:
         self.queues = queues
         self.concurrency = concurrency
         self.hostname = f"{name}-{os.getpid()}@localhost"
-        self.log_path = Path(tempfile.mkstemp(prefix="memwell-worker-", suffix=".log")[1])
+        # Beside the stack's data when it has a data dir: it goes when the data goes.
+        logs = self.env.get("MEMWELL_DATA_DIR")
+        self.log_path = Path(tempfile.mkstemp(prefix="memwell-worker-", suffix=".log", dir=logs)[1])
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, timeout: float = 90.0) -> None:

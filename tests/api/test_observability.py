@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,14 +143,14 @@ def test_api_metrics_are_off_without_a_token_unless_auth_is_disabled(
 
 
 def test_worker_metrics_port_aggregates_pool_processes(
-    stack_env: dict[str, str], worker: WorkerProcess, ids: dict[str, str]
+    stack_env: dict[str, str], worker: WorkerProcess, ids: dict[str, str], tmp_path: Path
 ) -> None:
     port = free_port()
     queue = f"metrics-probe-{ids['user']}"
     env = {
         **stack_env,
         "MEMWELL_WORKER_METRICS_PORT": str(port),
-        "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="memwell-metrics-test-"),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path),
     }
     probe = WorkerProcess(env, concurrency=2, name="metrics", queues=queue)
     probe.start()

@@ -15,7 +15,6 @@ MEMWELL_DATABASE_READ_URL pointing at the standby.
 
 from __future__ import annotations
 
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,8 +50,8 @@ class Pair:
 
 
 @pytest.fixture(scope="module")
-def pair() -> Iterator[Pair]:
-    servers = Pair(Path(tempfile.mkdtemp(prefix="memwell-replica-")))
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
+    servers = Pair(tmp_path_factory.mktemp("replica"))
     yield servers
     servers.stop()
 

@@ -4,7 +4,6 @@ consolidated exactly once. The full table: `python -m bench.chaos.run`."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,8 @@ from bench.chaos.harness import (
 
 
 @pytest.fixture
-def services() -> Iterator[Services]:
-    svc = Services(Path(tempfile.mkdtemp(prefix="memwell-chaos-fast-")))
+def services(tmp_path: Path) -> Iterator[Services]:
+    svc = Services(tmp_path)
     svc.start()
     yield svc
     svc.stop()

@@ -29,6 +29,9 @@ import memwell
 from memwell.db.driver import libpq_url
 from memwell.local.session_services import PostgresService
 
+# `memwell up` takes the usual ports when free: one such module runs at a time.
+pytestmark = pytest.mark.usefixtures("one_stack_at_a_time")
+
 # What would point the installed package at another stack or at this checkout.
 FOREIGN = ("PYTHONPATH", "DATABASE_URL", "REDIS_URL", "TEST_DATABASE_URL", "TEST_REDIS_URL",
            "MEMWELL_API_URL", "MEMWELL_API_PORT", "MEMWELL_REDIS_PORT",

@@ -8,7 +8,6 @@ for a replica's ack, so what they were told is what gets stored, once."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +18,8 @@ from bench.chaos.sentinel_failover import Answer, run_sentinel_failover, tally_a
 
 
 @pytest.fixture
-def services() -> Iterator[Services]:
-    svc = Services(Path(tempfile.mkdtemp(prefix="memwell-sentinel-")))
+def services(tmp_path: Path) -> Iterator[Services]:
+    svc = Services(tmp_path)
     svc.start()
     yield svc
     svc.stop()

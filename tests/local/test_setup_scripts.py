@@ -84,8 +84,11 @@ def test_the_test_command_installs_chromium_where_there_is_none(scratch: Path) -
         "apt-get install -y -qq chromium",
     ]
     calls = _lines(scratch.parent / "calls.log")
-    assert calls[-1] == "python -m pytest -x"  # and then the suite, as before
-    assert list((scratch.parent / "tmp").iterdir()) == []  # the docs' site dir, removed
+    assert calls[-1] == "python -m pytest -n 2 -x"  # and then the suite, on two processes
+    # The docs' site dir went to the checkout's scratch space, and was removed.
+    assert any(c.startswith("mkdocs build --strict --site-dir .pytest-tmp/site") for c in calls)
+    assert not (scratch / ".pytest-tmp" / "site").exists()
+    assert list((scratch.parent / "tmp").iterdir()) == []
 
 
 def test_a_browser_already_there_is_used(scratch: Path) -> None:

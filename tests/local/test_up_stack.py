@@ -26,6 +26,9 @@ from memwell.local.reaper import alive
 from memwell.local.waiting import wait_for
 from tests.support.up_process import FOREIGN, READY, Up
 
+# `memwell up` takes the usual ports when free: one such module runs at a time.
+pytestmark = pytest.mark.usefixtures("one_stack_at_a_time")
+
 STOP_LINES = ("stopped api", "stopped beat", "stopped worker", "stopped valkey", "stopped postgres")
 
 

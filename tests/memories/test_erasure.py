@@ -115,6 +115,15 @@ def test_erasure_leaves_nothing_and_drops_queued_turns(
         user_id=victim, session_id="s1", content=f"{secret} (late)", tenant=tenant,
         created_at=erased_at - timedelta(seconds=1),
     )  # fmt: skip
+    # Settled, not merely off the queues: the turn may be on its way to the broker while
+    # the queues are still empty, and a loaded host shows it as "unknown" then.
+    wait_for(
+        lambda: (
+            api.get(f"/v1/turns/{late}", headers=key).json()["status"] not in ("unknown", "pending")
+        ),
+        timeout=60,
+        what="the late turn to settle",
+    )
     wait_for(lambda: broker_idle(stack_env["REDIS_URL"]), timeout=60, what="queues to drain")
     # Dropped, and it says so (a client waiting on it returns), with nothing of the user.
     dropped = api.get(f"/v1/turns/{late}", headers=key).json()

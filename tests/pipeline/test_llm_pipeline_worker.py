@@ -7,7 +7,6 @@ task's time budget: slow progress, no dead letter."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,12 +87,15 @@ def metrics_port() -> int:
 
 @pytest.fixture(scope="module")
 def llm_worker(
-    stack_env: dict[str, str], fake_openai: FakeOpenAI, metrics_port: int
+    stack_env: dict[str, str],
+    fake_openai: FakeOpenAI,
+    metrics_port: int,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, str]]:
     fake_openai.default_chat = Handler(pipeline_answer)
     env = _worker_env(stack_env, fake_openai, 5) | {
         "MEMWELL_WORKER_METRICS_PORT": str(metrics_port),
-        "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(prefix="memwell-metrics-llm-"),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path_factory.mktemp("metrics-llm")),
     }
     process = WorkerProcess(env, name="llm")
     process.start()

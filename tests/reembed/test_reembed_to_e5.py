@@ -79,6 +79,9 @@ class Searcher:
 @pytest.fixture(scope="module")
 def searcher(stack_env: dict[str, str], loop: asyncio.AbstractEventLoop) -> Iterator[Searcher]:
     deps = build_retrieval(get_settings(), database_url=stack_env["DATABASE_URL"], access=None)
+    # The registry reloads every second, not every 30: what is checked is that a reload
+    # finds the new index, not how long the cache lives.
+    deps.ann.ttl_s = 1.0
     yield Searcher(deps, loop)
     loop.run_until_complete(deps.reads.close())
 
@@ -197,8 +200,8 @@ def test_minilm_store_moves_to_e5_small_with_each_user_on_their_own_model(
         ).all()
     assert [tuple(r) for r in registered] == [("big", E5, 384)]
     # big's search runs on its e5 index once the serving process reloads its registry
-    # (cached per tenant for AnnRegistry.ttl_s, 30 s; the walk finished in the worker).
-    wait_for(lambda: searcher.ann_dims(tenant, "big") == 384, timeout=60, interval=1.0,
+    # (cached per tenant for AnnRegistry.ttl_s; the walk finished in the worker).
+    wait_for(lambda: searcher.ann_dims(tenant, "big") == 384, timeout=60, interval=0.2,
              what="big's e5 index in the search registry")  # fmt: skip
     for user_id in users:
         _searches_as_e5(searcher, tenant, user_id)
