@@ -84,7 +84,7 @@ tier=$(date +%s)
 set +e
 # A folder of its own: the stacks run for many minutes, and pytest prunes all but the
 # newest three of the shared pytest-of-$USER folders when other runs start meanwhile.
-"$PY" -m pytest -m real_llm --basetemp "${TMPDIR:-/tmp}/memwell-real-llm" tests/real_llm "$@"
+"$PY" -m pytest -m real_llm --basetemp .pytest-tmp/real-llm tests/real_llm "$@"
 code=$?
 set -e
 echo "==> tier: $(( $(date +%s) - tier )) s; whole script: $(( $(date +%s) - started )) s"
