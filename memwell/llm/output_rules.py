@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Final, TypeVar
@@ -92,11 +93,8 @@ def _mended(info: ValidationInfo, value: V) -> V:
     return value
 
 
-def check_shape(text: str) -> None:
-    """Refuse an answer too long or nested too deep to read safely (strings respected)."""
-    if len(text) > MAX_ANSWER_CHARS:
-        raise InvalidAnswer(f"the answer is over {MAX_ANSWER_CHARS} characters")
-    depth = 0
+def brackets(text: str) -> Iterator[str]:
+    """The brackets of a JSON text outside its strings, in order."""
     in_string = escaped = False
     for ch in text:
         if in_string:
@@ -108,11 +106,21 @@ def check_shape(text: str) -> None:
                 in_string = False
         elif ch == '"':
             in_string = True
-        elif ch in "{[":
+        elif ch in "{[}]":
+            yield ch
+
+
+def check_shape(text: str) -> None:
+    """Refuse an answer too long or nested too deep to read safely (strings respected)."""
+    if len(text) > MAX_ANSWER_CHARS:
+        raise InvalidAnswer(f"the answer is over {MAX_ANSWER_CHARS} characters")
+    depth = 0
+    for ch in brackets(text):
+        if ch in "{[":
             depth += 1
             if depth > MAX_DEPTH:
                 raise InvalidAnswer(f"the answer nests deeper than {MAX_DEPTH} levels")
-        elif ch in "}]":
+        else:
             depth = max(0, depth - 1)
 
 

@@ -56,6 +56,7 @@ from memwell.llm.output_rules import (
     OutputCheck,
     answer_problem,
     answer_reason,
+    brackets,
     check_shape,
 )
 from memwell.llm.provider_rate_limit import RedisRateLimiter
@@ -108,20 +109,10 @@ def parse_json_answer(content: str, schema: type[T], check: OutputCheck | None =
 def close_brackets(text: str) -> str:
     """`text` with the brackets it leaves open closed, in order (strings respected)."""
     open_: list[str] = []
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
+    for ch in brackets(text):
+        if ch in "{[":
             open_.append("}" if ch == "{" else "]")
-        elif ch in "}]" and open_ and open_[-1] == ch:
+        elif open_ and open_[-1] == ch:
             open_.pop()
     return text.rstrip() + "".join(reversed(open_))
 
