@@ -68,7 +68,7 @@ from memwell.pipeline.candidate import Candidate
 from memwell.pipeline.consolidate import Analysis, LocalAnalyzer, TurnAnalysis
 from memwell.pipeline.extract import REMEMBERED_ROLES, TurnView, classify
 from memwell.pipeline.filler import strip_filler
-from memwell.pipeline.hybrid import best_message, combine, passed_over
+from memwell.pipeline.hybrid import combine, message_sources, passed_over
 from memwell.pipeline.importance import score_text, split_sentences
 from memwell.pipeline.llm_steps import DATA_NOTE, ENTITY_GUIDE
 from memwell.pipeline.rewrite import standalone
@@ -198,11 +198,20 @@ def tidy(content: str, turn: TurnView) -> tuple[str, bool]:
     return standalone(" ".join(statements), speaker=turn.speaker, when=turn.created_at)
 
 
-def _candidates(turn: TurnView, memories: list[MemoryOut], floor: float) -> list[Candidate]:
+@dataclass(frozen=True)
+class Sourced:
+    """A model memory and the other messages of its window it draws on (their turn ids)."""
+
+    memory: MemoryOut
+    also: tuple[str, ...] = ()
+
+
+def _candidates(turn: TurnView, memories: list[Sourced], floor: float) -> list[Candidate]:
     """The model's memories of `turn`; each at least `floor` important."""
     found: list[Candidate] = []
     agent_id = turn.metadata.get("agent_id")
-    for m in memories:
+    for sourced in memories:
+        m = sourced.memory
         content, dated = tidy(m.content, turn)
         if len(content.split()) < 2:
             continue  # it was all greeting or questions
@@ -216,7 +225,7 @@ def _candidates(turn: TurnView, memories: list[MemoryOut], floor: float) -> list
                 content=content,
                 importance=round(max(floor, scored), 4),
                 event_time=turn.created_at,
-                source_turn_ids=[turn.turn_id],
+                source_turn_ids=[turn.turn_id, *sourced.also],
                 agent_id=agent_id if isinstance(agent_id, str) else None,
                 metadata={
                     "speaker": turn.speaker,
@@ -353,7 +362,7 @@ class LlmAnalyzer:
             return True
         self.stalled = False
         self._observe(time.monotonic() - started, len(judged))
-        by_message: dict[int, list[MemoryOut]] = {}
+        by_message: dict[int, list[Sourced]] = {}
         written: set[str] = set()
         texts, names = [t.content for t in judged], sorted({t.speaker for t in judged})
         context = [t.content for t in window.turns if t.role not in REMEMBERED_ROLES]
@@ -361,9 +370,10 @@ class LlmAnalyzer:
             if m.content in written:
                 continue  # a small model repeating itself, under the next ids
             written.add(m.content)
-            n = best_message(m.content, m.id, texts, context=context, names=names)
-            if n is not None:
-                by_message.setdefault(n, []).append(m)
+            sources = message_sources(m.content, m.id, texts, context=context, names=names)
+            if sources:
+                also = tuple(judged[k - 1].turn_id for k in sources[1:])
+                by_message.setdefault(sources[0], []).append(Sourced(m, also))
         lost = dropped_from(answer.dropped, len(judged))
         for n, t in enumerate(judged, start=1):
             if n in lost and n not in by_message and not self.hybrid:
@@ -382,7 +392,7 @@ class LlmAnalyzer:
             )
 
     def _from_model(
-        self, analysis: Analysis, turn: TurnView, memories: list[MemoryOut], *, lost: bool = False
+        self, analysis: Analysis, turn: TurnView, memories: list[Sourced], *, lost: bool = False
     ) -> None:
         if self.hybrid:
             self.local.analyze_one(analysis, turn)

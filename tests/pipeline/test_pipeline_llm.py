@@ -364,6 +364,26 @@ def test_hybrid_keeps_local_memories_and_adds_what_the_model_adds(
     assert only.metadata["extractor"] == "local"
 
 
+def test_a_memory_joining_two_messages_lists_both_as_its_sources(
+    fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
+) -> None:
+    joined = "Caroline took a stunning picture last summer on a trip to the Smoky Mountains."
+    answer = {"memories": [{"id": 1, "score": 7, "kind": "event", "content": joined}]}
+    fake_openai.script_chat([Reply(json.dumps(answer))])
+    analysis = _analyzer(llm).analyze(
+        [
+            _turn(ids["tenant"], "I took this pic last summer. It was so stunning.", n=1),
+            _turn(ids["tenant"], "Where did you take it?", n=2, role="assistant"),
+            _turn(ids["tenant"], "On my trip to the Smoky Mountains last year.", n=3),
+        ],
+        deadline=None,
+    )
+    [memory] = analysis.done["t1"].candidates
+    # the cited message first, then the one it also draws on: erasing either erases it
+    assert memory.source_turn_ids == ["t1", "t3"]
+    assert analysis.done["t3"].candidates == []
+
+
 def test_model_memories_lose_their_greeting(
     fake_openai: FakeOpenAI, llm: StructuredLLM, ids: dict[str, str]
 ) -> None:
