@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import tempfile
 from typing import Any, Final
 
 import h11
@@ -32,6 +31,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.supervisors import Multiprocess
 
 from memwell.core.metrics import MULTIPROC_ENV
+from memwell.core.metrics_dir import fresh_metrics_dir
 from memwell.core.settings import Settings
 
 APP: Final = "api.main:create_app"
@@ -212,7 +212,7 @@ def run(
     workers = workers or settings.api_workers or default_workers()
     if workers > 1 and not os.environ.get(MULTIPROC_ENV):
         # Several processes answer /metrics in turn: aggregate them (multiprocess mode).
-        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-api-metrics-")
+        os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
     config = server_config(settings, host=host, port=port, workers=workers)
     if workers > 1:
         Multiprocess(config, sockets=[config.bind_socket()]).run()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -89,11 +88,12 @@ def worker(queues: str, concurrency: int | None, events: bool, autoscale: str | 
     Prometheus multiprocess mode needs its directory before any process imports
     prometheus-client: set here, inherited by the pool children."""
     from memwell.core.metrics import MULTIPROC_ENV
+    from memwell.core.metrics_dir import fresh_metrics_dir
     from memwell.core.settings import get_settings
 
     n = concurrency or get_settings().worker_concurrency
     if not os.environ.get(MULTIPROC_ENV):
-        os.environ[MULTIPROC_ENV] = tempfile.mkdtemp(prefix="memwell-metrics-")
+        os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(get_settings().data_dir))
     _celery(
         "worker",
         "-Q",

@@ -22,11 +22,11 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 from memwell.core.metrics import MULTIPROC_ENV
+from memwell.core.metrics_dir import fresh_metrics_dir
 from memwell.core.queues import NON_LLM_QUEUES, Queue
 from memwell.core.settings import Settings
 from memwell.core.stack import StackInfo, clear_stack, write_stack
@@ -110,7 +110,7 @@ def _child_env(
     return env
 
 
-def _workers(cli: list[str], *, llm_pipeline: bool) -> list[Child]:
+def _workers(cli: list[str], *, llm_pipeline: bool, data: Path) -> list[Child]:
     """One worker on every queue; in LLM mode, the llm queue gets a worker of its own
     with one process, so a slow model call never holds up ingest, embedding or the
     maintenance jobs, and a single-slot local model server gets one request at a time.
@@ -118,7 +118,7 @@ def _workers(cli: list[str], *, llm_pipeline: bool) -> list[Child]:
     shows the model worker's counters (its fallbacks)."""
     if not llm_pipeline:
         return [Child("worker", [*cli, "worker"])]
-    shared = {MULTIPROC_ENV: tempfile.mkdtemp(prefix="memwell-metrics-")}
+    shared = {MULTIPROC_ENV: str(fresh_metrics_dir(data))}
     return [
         Child("worker", [*cli, "worker", "--queues", NON_LLM_QUEUES], env=shared),
         Child(
@@ -144,7 +144,7 @@ def _children(
     children = [
         Child("api", [*cli, "api"]),
         Child("beat", [*cli, "beat"]),
-        *_workers(cli, llm_pipeline=llm_pipeline),
+        *_workers(cli, llm_pipeline=llm_pipeline, data=data),
     ]
     if llm is not None:
         children.append(llm.child(python, data))
