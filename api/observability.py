@@ -3,7 +3,8 @@
 A pure ASGI middleware (not BaseHTTPMiddleware: it costs a task per request and hides
 context variables): it takes the client's X-Request-ID or makes one, binds it to every
 log line of the request and to the turns the request enqueues, echoes it in the
-response, and times the request under its route template.
+response, times the request under its route template, and starts the request's
+`after_reply` work (memwell/core/background.py) once the last of the reply is sent.
 
 /metrics is guarded by its own token (MEMWELL_METRICS_TOKEN), not by an API key: a
 scraper is no tenant, and the backlog gauges count every tenant's work. Without a
@@ -24,6 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StateDep
+from memwell.core.background import replying
 from memwell.core.errors import NotFound, Unauthorized
 from memwell.core.inflight import serving
 from memwell.core.logs import REQUEST_ID_HEADER, bound, get_logger, new_request_id
@@ -64,17 +66,19 @@ class RequestContextMiddleware:
             return
         request_id = _client_request_id(scope) or new_request_id()
         status = {"code": 500}
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status["code"] = message["status"]
-                headers = list(message.get("headers", []))
-                headers.append((_HEADER, request_id.encode()))
-                message = {**message, "headers": headers}
-            await send(message)
-
         started = time.perf_counter()
-        with bound(request_id), serving():
+        with bound(request_id), serving(), replying() as reply_sent:
+
+            async def send_with_id(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    status["code"] = message["status"]
+                    headers = list(message.get("headers", []))
+                    headers.append((_HEADER, request_id.encode()))
+                    message = {**message, "headers": headers}
+                await send(message)
+                if message["type"] == "http.response.body" and not message.get("more_body"):
+                    reply_sent()
+
             try:
                 await self.app(scope, receive, send_with_id)
             finally:

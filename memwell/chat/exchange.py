@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memwell.buffer.session_buffer import SessionBuffer
-from memwell.core.background import spawn
+from memwell.core.background import after_reply
 from memwell.core.logs import current_request_id
 from memwell.core.redaction import describe
 from memwell.core.text_rules import REFUSED_CHARACTERS
@@ -102,9 +102,9 @@ async def remember_exchange(
         # After the ingest of this exchange (the worker retries until the evicted turns
         # are stored, so the order only saves a retry), and not awaited: the summary is
         # derived data, which close-idle rebuilds from the stored turns anyway, so the
-        # reply does not wait for it.
+        # reply does not wait for it, nor share the loop with it.
         ids = [t.turn_id for t in evicted]
-        spawn(
+        after_reply(
             summarize(e.tenant, e.user_id, e.session_id, ids),
             what=f"the summary request for {len(ids)} evicted turns",
         )

@@ -2,8 +2,9 @@
 
 A search must not write to Postgres (an UPDATE per hit would cost more than the query
 and contend on hot rows). Instead the request fires one RPUSH of its hit ids without
-awaiting it, and a beat task drains the list in bounded batches with one aggregated
-UPDATE per batch: access_count += hits, last_accessed_at = latest hit.
+awaiting it, once its reply is sent (`after_reply`), and a beat task drains the list
+in bounded batches with one aggregated UPDATE per batch: access_count += hits,
+last_accessed_at = latest hit.
 
 Losing a batch (a worker killed between pop and commit) loses access statistics,
 never memories; that trade keeps the queue a plain list.
@@ -23,7 +24,7 @@ import redis.asyncio as aioredis
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from memwell.core.background import spawn
+from memwell.core.background import after_reply
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def record_access_in_background(
     """Schedule `record_access` without awaiting it: the response does not wait."""
     if not ids:
         return
-    spawn(
+    after_reply(
         record_access(client, tenant=tenant, ids=ids, at=datetime.now(UTC)),
         what=f"access tracking of {len(ids)} hits",
     )

@@ -168,8 +168,8 @@ _ANN_IDS = """
 _TEXT_MATCHES = """
     hit AS MATERIALIZED (
       SELECT cand.id, cand.dl, t.i
-      FROM cand CROSS JOIN q CROSS JOIN LATERAL generate_subscripts(q.terms, 1) AS t(i)
-      WHERE cand.fts IS NOT NULL AND cand.fts @@ q.terms[t.i]
+      FROM cand CROSS JOIN q CROSS JOIN LATERAL {terms}
+      WHERE cand.fts IS NOT NULL AND cand.fts @@ {term}
     ),
     bm AS MATERIALIZED (
       SELECT count(*)::float8 AS n, greatest(avg(cand.dl), 1)::float8 AS avgdl FROM cand
@@ -184,6 +184,15 @@ _TEXT_MATCHES = """
       FROM hit JOIN idf ON idf.i = hit.i GROUP BY hit.id
     )"""
 
+# The query's words, each with its position, for `hit`. `unnest` is estimated at an
+# array's length (about ten rows), where a set-returning function is estimated at a
+# thousand: with it the planner hashes the few matched memories for each candidate to
+# probe, instead of hashing every candidate. Reciprocal-rank fusion keeps the
+# subscripts: its rank positions break ties in the order rows arrive, which the plan
+# decides, so a new plan would reorder its tied memories.
+_WORDS = {"terms": "unnest(q.terms) WITH ORDINALITY AS t(term, i)", "term": "t.term"}
+_WORDS_RRF = {"terms": "generate_subscripts(q.terms, 1) AS t(i)", "term": "q.terms[t.i]"}
+
 # A memory's BM25 text score from its matched words' rarities (`matched.w`) and its
 # length in words (`dl`, of `cand` or of `matched`).
 _TEXT_RAW_OF = (
@@ -192,7 +201,7 @@ _TEXT_RAW_OF = (
 )
 _TEXT_RAW = _TEXT_RAW_OF.format(dl="cand")
 
-_TEXT = f"""{_TEXT_MATCHES},
+_TEXT = f"""{_TEXT_MATCHES.format(**_WORDS_RRF)},
     c AS MATERIALIZED (
       SELECT cand.id, cand.importance, cand.similarity, cand.recency,
              {_TEXT_RAW} AS text_raw
@@ -357,7 +366,7 @@ def _split_ranked(shape: StatementShape) -> str:
             passes="",
         )  # fmt: skip
     relevance = _fused(shape, "r")
-    return f"""{_TEXT_MATCHES},{ranked},
+    return f"""{_TEXT_MATCHES.format(**_WORDS)},{ranked},
     top AS (
       SELECT r.id, r.importance, r.similarity, r.text_rank, r.recency, r.entity_match,
              {relevance} AS relevance, {_score(relevance, "r")} AS score
