@@ -55,7 +55,7 @@ STAGES = (
     "total",
 )
 #: total excluding the model, p95, at most this many times the floors' p95 sum
-GOAL_RATIO = 1.5
+GOAL_RATIO = 1.25
 QUANTILES = (50, 95, 99)
 NO_MODEL = "total excluding model"
 CLIENT = "client-observed (+ HTTP, auth, JSON)"
