@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import func, select, tuple_, update
@@ -221,16 +222,15 @@ def close_idle_sessions(
     `deadline` (time.monotonic())."""
     return run_batches(
         sessions,
-        lambda s, c: close_idle_batch(
-            s,
-            c,
+        partial(
+            close_idle_batch,
             now=now,
             idle=idle,
             buffer=buffer,
             batch_size=batch_size,
             summarize=summarize,
             deadline=deadline,
-        ),  # fmt: skip
+        ),
         job="close-idle",
         max_batches=max_batches,
         dry_run=dry_run,
