@@ -32,6 +32,7 @@ import psycopg
 import redis
 from pgvector.psycopg import register_vector
 
+from bench.figures.chat_steps import PathSteps
 from bench.figures.retrieval import TENANT, bare_exact
 from bench.harness.api_server import serve_api
 from bench.harness.chat_stack import API_ENV, ChatStack, chat_bodies, chat_stack
@@ -61,6 +62,7 @@ NO_MODEL = "total excluding model"
 CLIENT = "client-observed (+ HTTP, auth, JSON)"
 FLOOR_SUM = "floor: sum"
 APART = "floor: sum, each floor in a loop of its own"
+STEPS_SUM = "steps: sum (buffer read, embedding, search, append, enqueue)"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ class ChatHeadline:
     #: CPU ms per request: API + Postgres + Valkey; the floors' (all sides) per message
     cpu_ms: float = 0.0
     floor_cpu_ms: float = 0.0
+    #: the p95 sum of the path's own steps, each done alone (chat_steps.py)
+    steps_p95_ms: float = 0.0
 
     @property
     def ratio_p95(self) -> float:
@@ -103,6 +107,11 @@ class ChatHeadline:
             + (
                 f" ({self.p95_ms / self.floor_apart_p95_ms:.2f}x floors timed apart)"
                 if self.floor_apart_p95_ms
+                else ""
+            )
+            + (
+                f"; {self.p95_ms / self.steps_p95_ms:.2f}x the sum of its own steps"
+                if self.steps_p95_ms
                 else ""
             )
             + f"; client-observed p95 {self.client_p95_ms:.1f} ms"
@@ -152,6 +161,19 @@ def send_sequential(
     return samples
 
 
+def _time_each(
+    i: int,
+    names: Sequence[str],
+    steps: Sequence[Callable[[int], object]],
+    into: dict[str, list[float]],
+) -> None:
+    """Run each step for message i, one after another, appending its ms under its name."""
+    for name, step in zip(names, steps, strict=True):
+        t0 = time.perf_counter()
+        step(i)
+        into[name].append((time.perf_counter() - t0) * 1000)
+
+
 def _time_ms(fn: Callable[[int], object], n: int) -> list[float]:
     fn(0)  # warm: connection, plan, first ONNX run
     out = []
@@ -162,8 +184,11 @@ def _time_ms(fn: Callable[[int], object], n: int) -> list[float]:
     return out
 
 
-#: interleaved floors, the same timed each in a loop of its own, CPU ms per message
-Floors = tuple[dict[str, list[float]], dict[str, list[float]], dict[str, float]]
+#: interleaved floors, the same timed each in a loop of its own, CPU ms per message, and
+#: the path's own steps (chat_steps.py)
+Floors = tuple[
+    dict[str, list[float]], dict[str, list[float]], dict[str, float], dict[str, list[float]]
+]
 
 
 def server_pids(chat: ChatStack) -> dict[str, int]:
@@ -197,17 +222,19 @@ class FloorRun:
     once met a quieter or a busier minute than the requests did). Also the same floors
     each timed in a loop of its own (model and code stay hot: the floors this figure
     used before, printed beside), and the CPU of the servers and of this process while
-    the floors ran, which `chat_cpu` takes out of the requests' share."""
+    the floors ran, which `chat_cpu` takes out of the requests' share. After the floors,
+    the path's own steps (chat_steps.py), whose servers' CPU is taken out too."""
 
     def __init__(
         self,
         chat: ChatStack,
-        messages: Sequence[str],
+        bodies: Sequence[dict[str, str]],
         owners: Sequence[tuple[str, str]],
         servers: dict[str, int],
         conn: psycopg.Connection[Any],
     ) -> None:
         assert chat.stack.redis_url is not None
+        messages = [b["message"] for b in bodies]
         self._client = redis.Redis.from_url(chat.stack.redis_url)
         # Built exactly as the API builds its own (api/state.py), minus its cache and meter.
         settings = Settings(embedding_provider="local")
@@ -224,13 +251,20 @@ class FloorRun:
             lambda i: embedder.embed([messages[i]]),
             lambda i: tops[i](vectors[i]),
         ]
-        for step in self.steps:
+        self.path = PathSteps(
+            database_url=chat.stack.database_url, redis_url=chat.stack.redis_url,
+            settings=settings, bodies=bodies, owners=owners, vectors=vectors,
+        )  # fmt: skip
+        for step in (*self.steps, *self.path.steps):
             step(0)  # warm: connection, plan, first ONNX run
         self.floors: dict[str, list[float]] = {name: [] for name in self.names}
+        self.path_ms: dict[str, list[float]] = {name: [] for name in self.path.names}
         self.servers = servers
         #: CPU seconds while the floors ran: the servers', and this process's
         self.server_cpu_s = dict.fromkeys(servers, 0.0)
         self.own_cpu_s = 0.0
+        #: the servers' CPU seconds while the path's steps ran
+        self.path_cpu_s = dict.fromkeys(servers, 0.0)
 
     def _redis_rtt(self, _: int) -> object:
         pipe = self._client.pipeline(transaction=False)
@@ -239,20 +273,25 @@ class FloorRun:
         return pipe.execute()
 
     def step(self, i: int) -> None:
-        """The floors of message i, each timed."""
+        """The floors of message i, each timed, then the path's steps."""
         before, own = cpu_sample(self.servers), time.process_time()
-        for name, step in zip(self.names, self.steps, strict=True):
-            t0 = time.perf_counter()
-            step(i)
-            self.floors[name].append((time.perf_counter() - t0) * 1000)
+        _time_each(i, self.names, self.steps, self.floors)
         self.own_cpu_s += time.process_time() - own
-        for name, cpu in cpu_sample(self.servers).items():
+        between = cpu_sample(self.servers)
+        for name, cpu in between.items():
             self.server_cpu_s[name] += cpu - before[name]
+        _time_each(i, self.path.names, self.path.steps, self.path_ms)
+        for name, cpu in cpu_sample(self.servers).items():
+            self.path_cpu_s[name] += cpu - between[name]
 
     def chat_cpu(self, before: dict[str, float], n: int) -> dict[str, float]:
-        """CPU ms per request of the servers since `before`, the floors' share taken out."""
+        """CPU ms per request of the servers since `before`, the floors' and the steps'
+        share taken out."""
         after = cpu_sample(self.servers)
-        return {k: (after[k] - before[k] - self.server_cpu_s[k]) * 1000 / n for k in after}
+        return {
+            k: (after[k] - before[k] - self.server_cpu_s[k] - self.path_cpu_s[k]) * 1000 / n
+            for k in after
+        }
 
     def result(self) -> Floors:
         """The floors per message, the same each in a loop of its own, and the floors'
@@ -262,7 +301,8 @@ class FloorRun:
         cpu |= {k: v * 1000 / n for k, v in self.server_cpu_s.items() if k != "API"}
         apart = {name: _time_ms(step, n) for name, step in zip(self.names, self.steps, strict=True)}
         self._client.close()
-        return self.floors, apart, cpu
+        self.path.close()
+        return self.floors, apart, cpu, self.path_ms
 
 
 def measure(
@@ -276,7 +316,7 @@ def measure(
     pids = server_pids(chat)
     with psycopg.connect(libpq_url(chat.stack.database_url), autocommit=True) as conn:
         register_vector(conn)
-        run = FloorRun(chat, [b["message"] for b in bodies], owners, pids, conn)
+        run = FloorRun(chat, bodies, owners, pids, conn)
         before = cpu_sample(pids)
         samples = send_sequential(chat, bodies, label, after=run.step)
         cpu = run.chat_cpu(before, len(bodies))
@@ -289,10 +329,14 @@ def _quantiles(values: Sequence[float]) -> list[float]:
 
 
 def summarize(
-    samples: Sequence[Sample], floors: dict[str, list[float]], apart: dict[str, list[float]]
+    samples: Sequence[Sample],
+    floors: dict[str, list[float]],
+    apart: dict[str, list[float]],
+    path: dict[str, list[float]],
 ) -> dict[str, list[float]]:
     """p50/p95/p99 per table row: the stages, the totals, then the floors and their sum
-    (the goal's), and the floors' sum when each is timed in a loop of its own."""
+    (the goal's), the floors' sum when each is timed in a loop of its own, and the path's
+    own steps (the floors' embedding among them) and their sum."""
     out = {stage: _quantiles([s.stages_ms.get(stage, 0.0) for s in samples]) for stage in STAGES}
     out[NO_MODEL] = _quantiles([s.stages_ms["total"] - s.stages_ms["model"] for s in samples])
     out[CLIENT] = _quantiles([s.client_ms for s in samples])
@@ -301,6 +345,11 @@ def summarize(
     per_floor = [_quantiles(v) for v in floors.values()]
     out[FLOOR_SUM] = [sum(q) for q in zip(*per_floor, strict=True)]
     out[APART] = [sum(q) for q in zip(*(_quantiles(v) for v in apart.values()), strict=True)]
+    for name, values in path.items():
+        out[name] = _quantiles(values)
+    embedding = next(v for k, v in floors.items() if k.startswith("query embedding"))
+    per_step = [_quantiles(embedding), *(_quantiles(v) for v in path.values())]
+    out[STEPS_SUM] = [sum(q) for q in zip(*per_step, strict=True)]
     return out
 
 
@@ -367,7 +416,7 @@ def headline(argv: list[str] | None = None) -> ChatHeadline | None:
         samples, floors, cpu, where, locomo_users, locomo_memories = _locomo(a)
     else:
         samples, floors, cpu, where = _synthetic(a)
-    rows = summarize(samples, floors[0], floors[1])
+    rows = summarize(samples, floors[0], floors[1], floors[3])
     print(f"\nchat path, {where}, 384 dims, {a.requests} sequential requests, recall "
           f"responder as the model (ms)")  # fmt: skip
     print_table(
@@ -378,6 +427,11 @@ def headline(argv: list[str] | None = None) -> ChatHeadline | None:
     print("ratio to the floors' sum: " + " / ".join(f"p{q} {m / f:.2f}x" for q, m, f in ratios))
     apart = rows[APART]
     print(f"ratio to the floors timed each in a loop of its own: p95 {no_model[1] / apart[1]:.2f}x")
+    steps = rows[STEPS_SUM]
+    print("ratio to the sum of the path's own steps, each done alone (what the path's "
+          "handling adds): " + " / ".join(
+              f"p{q} {m / f:.2f}x" for q, m, f in zip(QUANTILES, no_model, steps, strict=True)
+          ))  # fmt: skip
     ratio = no_model[1] / floor[1]
     met = "met" if ratio <= GOAL_RATIO else "NOT met"
     print("CPU ms per request (moves less than the latencies on a busy host):")
@@ -394,6 +448,7 @@ def headline(argv: list[str] | None = None) -> ChatHeadline | None:
         data=a.locomo.name if a.locomo else "synthetic", locomo_users=locomo_users,
         locomo_memories=locomo_memories, host=describe_host(), floor_apart_p95_ms=apart[1],
         cpu_ms=sum(cpu.values()), floor_cpu_ms=sum(floors[2].values()),
+        steps_p95_ms=steps[1],
     )  # fmt: skip
 
 
