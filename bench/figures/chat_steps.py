@@ -56,7 +56,7 @@ class PathSteps:
         self._redis_url = redis_url
         self._settings = settings
         self._bodies, self._owners, self._vectors = bodies, owners, vectors
-        self._client = self._run(_client(redis_url))
+        self._client = async_client(redis_url)
         self._buffer = SessionBuffer(
             self._client, token_budget=settings.buffer_token_budget, ttl_s=settings.buffer_ttl_s
         )
@@ -121,8 +121,3 @@ class PathSteps:
         self._run(self._reads.close())
         self._run(self._client.aclose())
         self._loop.close()
-
-
-async def _client(redis_url: str) -> Any:
-    # Made on the loop that will use it: redis.asyncio binds its connections to it.
-    return async_client(redis_url)
