@@ -44,7 +44,7 @@ from bench.harness.host import describe_host
 from bench.harness.locomo_data import CATEGORIES, Conversation, dia_id, load
 from bench.harness.progress import progress
 from bench.harness.recorded_model import MODEL_NAME, RecordedModel, recorded_server
-from bench.harness.stack import LOCOMO_DEFAULT, full_stack, stop_group
+from bench.harness.stack import LOCOMO_DEFAULT, BenchStack, full_stack, stop_group
 from memwell.core.queues import TaskName
 from memwell.core.settings import get_settings
 from memwell.db.engine import make_engine
@@ -218,17 +218,18 @@ def close_idle(database_url: str, redis_url: str) -> None:
         engine.dispose()
 
 
-def run_mode(
+@contextmanager
+def ingested(
     conversations: list[Conversation],
     *,
-    label: str,
     mode: str,
     endpoint: dict[str, str] | None = None,
     llm_worker: bool = False,
-) -> ModeResult:
-    """One mode on a stack of its own: ingest the slice, close its sessions, ask its
-    questions. `endpoint`: the clients' settings for the model server; `llm_worker`: the
-    llm queue in a worker of one process of its own, as `memwell up --llm-gguf` runs it."""
+) -> Iterator[tuple[BenchStack, float]]:
+    """A stack of its own for one mode, with the slice ingested and its sessions closed:
+    the stack and the ingest's seconds. `endpoint`: the clients' settings for the model
+    server; `llm_worker`: the llm queue in a worker of one process of its own, as
+    `memwell up --llm-gguf` runs it."""
     env = {"MEMWELL_PIPELINE_MODE": mode, **(endpoint or {})}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -238,10 +239,7 @@ def run_mode(
             assert stack.redis_url is not None
             seconds = ingest(conversations, stack.database_url, stack.redis_url)
             close_idle(stack.database_url, stack.redis_url)
-            scores = evaluate_memwell(conversations, stack.database_url, ["default"])["default"]
-            result = ModeResult(label, scores, sum(len(c.turns) for c in conversations),
-                                seconds, {})  # fmt: skip
-            collect(stack.database_url, result)
+            yield stack, seconds
     finally:
         for k, v in saved.items():
             if v is None:
@@ -249,6 +247,24 @@ def run_mode(
             else:
                 os.environ[k] = v
         get_settings.cache_clear()
+
+
+def run_mode(
+    conversations: list[Conversation],
+    *,
+    label: str,
+    mode: str,
+    endpoint: dict[str, str] | None = None,
+    llm_worker: bool = False,
+) -> ModeResult:
+    """One mode on a stack of its own (`ingested`): ingest the slice, close its
+    sessions, ask its questions."""
+    stacked = ingested(conversations, mode=mode, endpoint=endpoint, llm_worker=llm_worker)
+    with stacked as (stack, seconds):
+        scores = evaluate_memwell(conversations, stack.database_url, ["default"])["default"]
+        result = ModeResult(label, scores, sum(len(c.turns) for c in conversations),
+                            seconds, {})  # fmt: skip
+        collect(stack.database_url, result)
     return result
 
 
