@@ -18,7 +18,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from sqlalchemy.orm import Session, sessionmaker
 
 from memwell.intake.enqueue import enqueue_turns
-from memwell.intake.import_progress import count_memories, status_counts, stored_ids
+from memwell.intake.import_progress import (
+    analyze_searched_tables,
+    count_memories,
+    status_counts,
+    stored_ids,
+)
 from memwell.intake.turns import TurnIn
 
 DONE = ("processed", "failed", "dropped")
@@ -38,6 +43,8 @@ class ImportSummary:
     memories_before: int
     memories_after: int
     seconds: float
+    #: the searched tables' planner statistics were refreshed (the import added memories)
+    analyzed: bool = False
 
     @property
     def new_memories(self) -> int:
@@ -59,6 +66,7 @@ class ImportSummary:
                 f"users          {self.users}",
                 f"memories       {self.memories_after}  (+{self.new_memories} this run)",
                 f"time           {self.seconds:.1f} s",
+                *(["statistics     refreshed for search (ANALYZE)"] if self.analyzed else []),
                 f"throughput     {self.throughput:.1f} turns/s consolidated",
             ]
         )
@@ -126,6 +134,10 @@ def run_import(
             time.sleep(poll_s)
     with sessions() as session:
         memories_after = count_memories(session, tenant=tenant, users=users)
+        # Without waiting, most memories are still to come: autovacuum will see them.
+        analyzed = wait and memories_after != memories_before
+        if analyzed:
+            analyze_searched_tables(session)
     return ImportSummary(
         turns=len(ids),
         already_stored=len(present),
@@ -138,6 +150,7 @@ def run_import(
         memories_before=memories_before,
         memories_after=memories_after,
         seconds=time.monotonic() - started,
+        analyzed=analyzed,
     )
 
 

@@ -106,11 +106,15 @@ def test_import_consolidates_and_a_rerun_is_idempotent(
     # Extraction keeps what is worth remembering: at least one memory, at most one a turn here.
     assert made and 1 <= made <= 3
     assert f"memories       {made}  (+{made} this run)" in first.stdout
+    # It added memories: the searched tables' statistics are refreshed, not left to
+    # autovacuum's next round.
+    assert "statistics     refreshed for search" in first.stdout
 
     second = _cli(stack_env, "import", str(path), "--format", "locomo", "--tenant", tenant)
     assert second.returncode == 0, second.stderr
     assert "(0 enqueued, 3 already stored)" in second.stdout
     assert f"memories       {made}  (+0 this run)" in second.stdout
+    assert "statistics" not in second.stdout  # nothing new to plan for
     with db() as session:
         turns = session.scalar(select(func.count()).select_from(Turn).where(Turn.tenant == tenant))
         memories = session.scalar(
