@@ -121,10 +121,11 @@ class Result:
     #: non-success answer once it was back
     errors_during: int = 0
     errors_after: int = 0
-    #: failover faults: 503 answers, and seconds from the fault until a broker write
-    #: was acknowledged again
+    #: failover faults: 503 answers, seconds from the fault until a broker write was
+    #: acknowledged again, and until the last 503
     refused: int = 0
     resumed_s: float = 0.0
+    settled_s: float = 0.0
 
     @classmethod
     def of(

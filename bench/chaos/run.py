@@ -251,7 +251,8 @@ def print_table(results: list[Result], control: Result) -> None:
         print("  err: API answers other than success/503 while Redis was down / any error after")
     for r in results:
         if r.fault == "sentinel-failover":
-            print(f"  sentinel-failover: {r.refused} x 503, writes resumed in {r.resumed_s:.1f} s")
+            print(f"  sentinel-failover: {r.refused} x 503, writes resumed in {r.resumed_s:.1f} s, "
+                  f"the last 503 at {r.settled_s:.1f} s")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

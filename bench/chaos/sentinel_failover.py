@@ -14,9 +14,11 @@ supervisor would start it again (until then no replica can acknowledge a write, 
 the broker doors refuse with 503).
 
 Checked: every acknowledged turn is processed exactly once; every answer is a 2xx or
-a 503 with Retry-After, and only 2xx once writes resumed; the workers consumed after
-the failover. Reported: the 503s and the seconds from the kill until the first
-broker write was acknowledged again.
+a 503 with Retry-After, and only 2xx after the last 503 (each client finds the new
+primary on its own, so refusals may go on a little after another client's first write
+went through); the workers consumed after the failover. Reported: the 503s, and the
+seconds from the kill until the first broker write was acknowledged again and until
+the last 503.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -306,35 +309,48 @@ def run_sentinel_failover(
         errors_after=tally["after_bad"],
         refused=int(str(tally["refused"])),
         resumed_s=float(str(tally["resumed_s"])),
+        settled_s=float(str(tally["settled_s"])),
         notes=(
             f"{len(traffic.answers)} calls ({tally['by_kind']}); primary SIGKILLed, "
             f"promoted in {failover.promoted_s:.1f} s, old primary back as replica at "
             f"{failover.rejoined_s:.1f} s; {tally['refused']}x503, "
-            f"writes resumed in {tally['resumed_s']:.1f} s; "
-            f"turns processed after the kill: {consumed_after}"
+            f"writes resumed in {tally['resumed_s']:.1f} s, the last 503 at "
+            f"{tally['settled_s']:.1f} s; turns processed after the kill: {consumed_after}"
+            + (f"; errors: {tally['bad_by']}" if tally["bad_by"] else "")
         ),
     )
 
 
 def tally_answers(answers: list[Answer], killed_at: float) -> dict[str, object]:
-    """The answers around the kill: during the switch (from the kill to the first
-    acknowledged broker write sent after it) anything but a 2xx or a 503 with
-    Retry-After is an error; after it, anything but a 2xx is. A write sent before the
-    kill and acknowledged just after it says nothing about the new primary: counted
-    as the switch's end, it put the switch's own 503s after it."""
+    """The answers around the kill. Writes resume with the first broker write sent after
+    the kill and acknowledged (one sent before the kill and acknowledged just after it
+    says nothing about the new primary). The switch lasts from the kill to the last
+    refusal: each client finds the new primary on its own (every connection of the
+    API's pool, every producer's), so one may still be refused after another's first
+    write went through. During the switch anything but a 2xx or a 503 with Retry-After
+    is an error; after it, anything but a 2xx is."""
     broker_ok = [
         a.ended for a in answers if a.kind != "turns" and a.status in OK and a.started > killed_at
     ]
     resumed = min(broker_ok, default=float("inf"))
-    during = [a for a in answers if a.ended >= killed_at and a.started <= resumed]
-    after = [a for a in answers if a.started > resumed]
+    refusals = [a.ended for a in answers if a.status == 503 and a.ended >= killed_at]
+    settled = max([resumed, *refusals])
+    during = [a for a in answers if a.ended >= killed_at and a.started <= settled]
+    after = [a for a in answers if a.started > settled]
+    bad = [a for a in during if a.status not in OK and not (a.status == 503 and a.retry_after)]
+    bad += [a for a in after if a.status not in OK]
     kinds = sorted({a.kind for a in answers})
     return {
         "refused": sum(a.status == 503 for a in answers),
-        "during_bad": sum(
-            a.status not in OK and not (a.status == 503 and a.retry_after) for a in during
+        "during_bad": sum(a.started <= settled for a in bad),
+        "after_bad": sum(a.started > settled for a in bad),
+        "bad_by": ", ".join(
+            f"{kind} {status}{'' if retry else ' without Retry-After'} x{n}"
+            for (kind, status, retry), n in sorted(
+                Counter((a.kind, a.status, a.retry_after) for a in bad).items()
+            )
         ),
-        "after_bad": sum(a.status not in OK for a in after),
         "resumed_s": resumed - killed_at,
+        "settled_s": settled - killed_at,
         "by_kind": ", ".join(f"{k} {sum(a.kind == k for a in answers)}" for k in kinds),
     }

@@ -34,25 +34,47 @@ def test_no_acknowledged_turn_is_lost_or_doubled_when_the_primary_dies(
     assert result.duplicate_memories == 0, result.notes
     # Only 2xx or 503 with Retry-After during the switch, only 2xx after it.
     assert result.errors_during == 0 and result.errors_after == 0, result.notes
-    assert result.resumed_s < 30, result.notes
+    assert result.resumed_s < 30 and result.settled_s < 30, result.notes
     # A chat refused mid-switch is kept as a dead letter for replay, nothing else is.
     assert result.dead_letters <= result.refused, result.notes
     assert "turns processed after the kill: 0" not in result.notes  # workers kept consuming
 
 
-def test_the_switch_ends_with_the_first_write_sent_after_the_kill() -> None:
-    """A write sent before the kill and acknowledged just after it does not end the
-    switch: the 503s that follow it are the switch's, not errors after it."""
-    killed = 10.0
-    answers = [
-        Answer(started=9.9, ended=10.01, kind="enqueue", status=200),
-        Answer(started=10.5, ended=10.6, kind="chat", status=503),
-        Answer(started=11.0, ended=11.1, kind="turns", status=503),
-        Answer(started=12.0, ended=12.2, kind="enqueue", status=200),
-        Answer(started=12.5, ended=12.6, kind="chat", status=200),
-    ]
-    tally = tally_answers(answers, killed)
+KILLED = 10.0
+SWITCH = [
+    Answer(started=9.9, ended=10.01, kind="enqueue", status=200),  # sent before the kill
+    Answer(started=10.5, ended=10.6, kind="chat", status=503),
+    Answer(started=11.0, ended=11.1, kind="turns", status=503),
+    Answer(started=12.0, ended=12.2, kind="enqueue", status=200),
+    Answer(started=12.5, ended=12.6, kind="chat", status=200),
+]
+
+
+def test_writes_resume_with_the_first_write_sent_after_the_kill() -> None:
+    """A write sent before the kill and acknowledged just after it does not say writes
+    resumed: the first one sent after the kill does."""
+    tally = tally_answers(SWITCH, KILLED)
     assert tally["during_bad"] == 0 and tally["after_bad"] == 0
     assert tally["resumed_s"] == pytest.approx(2.2)
-    late = [*answers, Answer(started=13.0, ended=13.1, kind="chat", status=503)]
-    assert tally_answers(late, killed)["after_bad"] == 1
+    assert tally["settled_s"] == pytest.approx(2.2)
+
+
+def test_the_switch_lasts_until_the_last_refusal() -> None:
+    """Each client finds the new primary on its own: a 503 with Retry-After after
+    another client's first acknowledged write is still the switch's; anything else
+    then, or anything but a 2xx after the last refusal, is an error."""
+    answers = [
+        *SWITCH,
+        Answer(started=13.0, ended=13.1, kind="chat", status=503),
+        Answer(started=13.5, ended=13.6, kind="chat", status=200),
+    ]
+    tally = tally_answers(answers, KILLED)
+    assert (tally["during_bad"], tally["after_bad"]) == (0, 0)
+    assert tally["resumed_s"] == pytest.approx(2.2)
+    assert tally["settled_s"] == pytest.approx(3.1)
+    bare = Answer(started=12.5, ended=12.6, kind="turns", status=503, retry_after=False)
+    assert tally_answers([*answers, bare], KILLED)["during_bad"] == 1
+    failed = Answer(started=14.0, ended=14.2, kind="enqueue", status=0)
+    late = tally_answers([*answers, failed], KILLED)
+    assert late["after_bad"] == 1
+    assert late["bad_by"] == "enqueue 0 x1"
