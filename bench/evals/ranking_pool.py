@@ -45,7 +45,7 @@ from memwell.pipeline.extract import speaker_name
 from memwell.retrieval.search import MemoryHit
 from memwell.retrieval.service import build_retrieval, retrieve
 
-#: (its place in the top 10 or lower, its first rank), the last band with no bound
+#: Bands of ranks by name and last rank; the rest of the pool and what is not in it follow.
 BANDS = (("top 10", 10), ("11-20", 20))
 SPEAKER_MARGIN = 0.1
 SUMMARY_MARGIN = 0.06
@@ -73,12 +73,15 @@ def evidence_bands(asked: Sequence[Asked], pool: int) -> dict[int, list[int]]:
         ranks = [{s.removeprefix(prefix) for s in h.source_turn_ids} for h in a.hits[:pool]]
         for turn in a.question.evidence:
             first = next((i + 1 for i, turns in enumerate(ranks) if turn in turns), None)
-            if first is None:
-                counts[-1] += 1
-            else:
-                counts[next((b for b, (_, last) in enumerate(BANDS) if first <= last),
-                            len(BANDS))] += 1  # fmt: skip
+            counts[_band(first)] += 1
     return bands
+
+
+def _band(rank: int | None) -> int:
+    """The band a first rank falls in; None (not in the pool) is the last."""
+    if rank is None:
+        return len(BANDS) + 1
+    return next((b for b, (_, last) in enumerate(BANDS) if rank <= last), len(BANDS))
 
 
 def service_order(asked: Asked) -> list[MemoryHit]:
