@@ -290,17 +290,25 @@ def _fmt_map(values: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(values.items())) or "0"
 
 
-def print_tables(results: Sequence[ModeResult], *, file: TextIO = sys.stdout) -> None:
+def print_recall(
+    first: str, rows: Sequence[tuple[str, Scores]], *, file: TextIO = sys.stdout
+) -> None:
+    """One row per retriever: R@10 overall and per category, R@10 with one evidence turn
+    per hit, answer containment, tokens of the top 10; `first` heads the names."""
     cats = list(CATEGORIES)
-    print("\n| mode | R@10 | " + " | ".join(CATEGORIES[c] for c in cats)
+    print(f"\n| {first} | R@10 | " + " | ".join(CATEGORIES[c] for c in cats)
           + " | R@10/1 | containment | tokens of top 10 |", file=file)  # fmt: skip
     print("|---" * (len(cats) + 5) + "|", file=file)
-    for r in results:
-        overall = r.scores.summary(cats)
-        per = " | ".join(f"{r.scores.summary([c]).r10:.3f}" for c in cats)
+    for label, scores in rows:
+        overall = scores.summary(cats)
+        per = " | ".join(f"{scores.summary([c]).r10:.3f}" for c in cats)
         contain = "-" if overall.containment is None else f"{overall.containment:.3f}"
-        print(f"| {r.label} | {overall.r10:.3f} | {per} | {overall.r10_one:.3f} | "
+        print(f"| {label} | {overall.r10:.3f} | {per} | {overall.r10_one:.3f} | "
               f"{contain} | {overall.tokens:.1f} |", file=file)  # fmt: skip
+
+
+def print_tables(results: Sequence[ModeResult], *, file: TextIO = sys.stdout) -> None:
+    print_recall("mode", [(r.label, r.scores) for r in results], file=file)
     print(
         "\n| mode | turns | turns/s | model calls / turn | failed calls | prompt tok / turn | "
         "completion tok / turn | deferred | fallbacks | dead letters | settled | "

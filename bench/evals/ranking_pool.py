@@ -34,7 +34,13 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.evals.llm_modes import TENANT, ingested, recorded_endpoint, slice_conversations
+from bench.evals.llm_modes import (
+    TENANT,
+    ingested,
+    print_recall,
+    recorded_endpoint,
+    slice_conversations,
+)
 from bench.evals.locomo import Scores, add_hits
 from bench.harness.host import describe_host
 from bench.harness.locomo_data import CATEGORIES, Conversation, Question, load
@@ -178,17 +184,8 @@ def print_mode(label: str, asked: Sequence[Asked], pool: int) -> None:
     for c in cats:
         counts = bands.get(c, [0] * len(heads))
         print(f"| {CATEGORIES[c]} | {sum(counts)} | " + " | ".join(map(str, counts)) + " |")
-    print(f"\n{label}: the top {pool} re-ranked, scored at 10\n")
-    print("| lever | R@10 | " + " | ".join(CATEGORIES[c] for c in cats)
-          + " | R@10/1 | containment | tokens of top 10 |")  # fmt: skip
-    print("|---" * (len(cats) + 5) + "|")
-    for name, rerank in LEVERS.items():
-        s = scored(asked, rerank)
-        overall = s.summary(cats)
-        per = " | ".join(f"{s.summary([c]).r10:.3f}" for c in cats)
-        contain = "-" if overall.containment is None else f"{overall.containment:.3f}"
-        print(f"| {name} | {overall.r10:.3f} | {per} | {overall.r10_one:.3f} | {contain} | "
-              f"{overall.tokens:.1f} |")  # fmt: skip
+    print(f"\n{label}: the top {pool} re-ranked, scored at 10")
+    print_recall("lever", [(name, scored(asked, rerank)) for name, rerank in LEVERS.items()])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
