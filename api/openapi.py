@@ -36,6 +36,13 @@ COMMON_ERRORS = {
     "MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After",
 }
 
+#: What the HTTP server itself answers, before any route (api/server.py): always
+#: problem+json, the OpenAI-compatible door included.
+SERVER_ERRORS = {
+    "431": "The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long "
+    "query string counts); the connection is closed",
+}
+
 
 #: The OpenAI-compatible door answers errors in OpenAI's shape (api/errors.py), the
 #: upstream's own errors included.
@@ -92,6 +99,8 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             if path.startswith("/v1/"):
                 for status, description in COMMON_ERRORS.items():
                     responses[status] = _problem_response(description, path)
+                for status, description in SERVER_ERRORS.items():
+                    responses[status] = _problem_response(description)
                 for status in ("429", "503"):
                     responses[status]["headers"] = {
                         "Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}

@@ -82,7 +82,8 @@ class NotFoundError(APIError):
 
 
 class PayloadTooLargeError(APIError):
-    """413: a message, batch or metadata over the API's limits."""
+    """413: a message, batch or metadata over the API's limits; 431: a request line
+    and headers over them (a query string too long)."""
 
     code = "too-large"
 
@@ -123,6 +124,7 @@ _BY_CODE: dict[str, type[APIError]] = {
         ServerError,
     )
 }
+_BY_CODE["headers-too-large"] = PayloadTooLargeError
 _BY_STATUS: dict[int, type[APIError]] = {
     400: InvalidInputError,
     401: UnauthorizedError,
@@ -131,6 +133,7 @@ _BY_STATUS: dict[int, type[APIError]] = {
     413: PayloadTooLargeError,
     422: InvalidInputError,
     429: RateLimitedError,
+    431: PayloadTooLargeError,
     503: UnavailableError,
 }
 

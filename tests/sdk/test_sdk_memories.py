@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import memwell
-from memwell.sdk import NotFoundError
+from memwell.sdk import NotFoundError, PayloadTooLargeError
 from tests.support.live_api import serve_api
 
 
@@ -67,3 +67,15 @@ def test_async_client_adds_lists_and_edits(api_url: str, api_key: str, ids: dict
 
     action, total, content = asyncio.run(scenario())
     assert (action, total, content) == ("added", 1, "I train for the Berlin marathon.")
+
+
+def test_a_query_over_the_head_limit_is_payload_too_large(
+    api_url: str, api_key: str, ids: dict[str, str]
+) -> None:
+    """The server refuses a request line over MEMWELL_API_MAX_HEADER_BYTES before any
+    route (431, headers-too-large); the SDK names it as it names a body too large."""
+    with memwell.MemoryClient(api_url, api_key=api_key) as mw:
+        with pytest.raises(PayloadTooLargeError) as refused:
+            mw.list_memories(user_id=ids["user"], cursor="A" * 20_000)
+        assert refused.value.status == 431
+        assert mw.list_memories(user_id=ids["user"]).total >= 0  # the client still works

@@ -97,7 +97,10 @@ export class ConflictError extends APIError {
   override name = "ConflictError";
 }
 
-/** 413: a message, batch or metadata over the API's limits. */
+/**
+ * 413: a message, batch or metadata over the API's limits; 431: a request line and
+ * headers over them (a query string too long).
+ */
 export class PayloadTooLargeError extends APIError {
   static override readonly code: string = "too-large";
   override name = "PayloadTooLargeError";
@@ -141,11 +144,12 @@ const BY_CODE: Record<string, ErrorClass> = Object.fromEntries(
 );
 BY_CODE["invalid-cursor"] = InvalidInputError;
 BY_CODE["bad-request"] = InvalidInputError;
+BY_CODE["headers-too-large"] = PayloadTooLargeError;
 
 const BY_STATUS: Record<number, ErrorClass> = {
   400: InvalidInputError, 401: UnauthorizedError, 403: ForbiddenError, 404: NotFoundError,
   409: ConflictError, 413: PayloadTooLargeError, 422: InvalidInputError,
-  429: RateLimitedError, 503: UnavailableError,
+  429: RateLimitedError, 431: PayloadTooLargeError, 503: UnavailableError,
 };
 
 export function problemCode(typeUri: string): string {

@@ -1932,6 +1932,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -2041,6 +2050,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -2140,6 +2158,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2255,6 +2282,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -2354,6 +2390,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2465,6 +2510,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -2560,6 +2614,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2671,6 +2734,15 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAIError"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -2765,6 +2837,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2883,6 +2964,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -2977,6 +3067,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -3083,6 +3182,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -3181,6 +3289,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -3273,6 +3390,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -3381,6 +3507,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -3473,6 +3608,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -3573,6 +3717,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OpenAIError"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
@@ -3676,6 +3829,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -3770,6 +3932,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -3878,6 +4049,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -3972,6 +4152,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -4078,6 +4267,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -4172,6 +4370,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -4279,6 +4486,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -4371,6 +4587,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -4477,6 +4702,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -4569,6 +4803,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -4673,6 +4916,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description A backing service is unavailable, or (`overloaded`) this process is serving MEMWELL_API_MAX_INFLIGHT such requests; see Retry-After */
             503: {
                 headers: {
@@ -4770,6 +5022,15 @@ export interface operations {
                 headers: {
                     /** @description seconds */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request line and headers are over MEMWELL_API_MAX_HEADER_BYTES (a long query string counts); the connection is closed */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

@@ -5,7 +5,7 @@ import { describe, test } from "node:test";
 
 import {
   type ChatStreamEvent, ForbiddenError, InvalidInputError, MemwellClient, NotFoundError,
-  UnauthorizedError,
+  PayloadTooLargeError, UnauthorizedError,
 } from "@memwell/client";
 import { client, freshId, stack } from "./stack.js";
 
@@ -184,6 +184,15 @@ describe("errors are typed from problem+json", () => {
     await assert.rejects(client("mw_not-a-key").listUsers(), UnauthorizedError);
     const readOnly = client(stack.readKey);
     await assert.rejects(readOnly.addMemory({ user_id: freshId("ro"), content: "x y z" }), ForbiddenError);
+  });
+
+  test("a query over the server's head limit is too large (431)", async () => {
+    const err = await client()
+      .listMemories({ user_id: freshId("long"), cursor: "A".repeat(20_000) })
+      .catch((e: unknown) => e);
+    assert.ok(err instanceof PayloadTooLargeError);
+    assert.equal(err.status, 431);
+    assert.equal(err.code, "headers-too-large");
   });
 
   test("no API at all is a TransportError after the retries", async () => {
