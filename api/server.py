@@ -20,6 +20,7 @@ body, and closed.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 from typing import Any, Final
@@ -37,26 +38,34 @@ from memwell.core.settings import Settings
 APP: Final = "api.main:create_app"
 #: A request's line and headers, at most, when the config does not say (h11's default).
 MAX_HEAD_BYTES: Final = 16 * 1024
-_TIMEOUT_BODY: Final = (
-    b'{"type":"https://memwell.dev/problems/request-timeout","title":"Request timeout",'
-    b'"status":408,"detail":"the request headers did not arrive in time"}'
-)
-_TIMEOUT_RESPONSE: Final = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/problem+json\r\n"
-    b"connection: close\r\ncontent-length: " + str(len(_TIMEOUT_BODY)).encode() + b"\r\n\r\n"
-    + _TIMEOUT_BODY
-)  # fmt: skip
 
-_TOO_LARGE_BODY: Final = (
-    b'{"type":"https://memwell.dev/problems/headers-too-large",'
-    b'"title":"Request header fields too large","status":431,'
-    b'"detail":"the request line and headers are over MEMWELL_API_MAX_HEADER_BYTES"}'
-)
-_TOO_LARGE_RESPONSE: Final = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-    b"content-type: application/problem+json\r\nconnection: close\r\n"
-    b"content-length: " + str(len(_TOO_LARGE_BODY)).encode() + b"\r\n\r\n" + _TOO_LARGE_BODY
+
+def _refusal(status: int, reason: str, code: str, title: str, detail: str) -> bytes:
+    """A whole response the protocol writes itself, before any route: a problem body,
+    as the app's handlers give, and `Connection: close`."""
+    body = json.dumps(
+        {"type": f"https://memwell.dev/problems/{code}", "title": title, "status": status,
+         "detail": detail}, separators=(",", ":"),
+    ).encode()  # fmt: skip
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/problem+json\r\n"
+        f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+_TIMEOUT_RESPONSE: Final = _refusal(
+    408, "Request Timeout", "request-timeout", "Request timeout",
+    "the request headers did not arrive in time",
 )  # fmt: skip
+_TOO_LARGE_RESPONSE: Final = _refusal(
+    431, "Request Header Fields Too Large", "headers-too-large",
+    "Request header fields too large",
+    "the request line and headers are over MEMWELL_API_MAX_HEADER_BYTES",
+)  # fmt: skip
+_MALFORMED_RESPONSE: Final = _refusal(
+    400, "Bad Request", "bad-request", "Bad request", "the request is not valid HTTP/1.1"
+)
 
 
 class HeadLimitedConnection(h11.Connection):
@@ -120,11 +129,10 @@ class HeaderTimeoutProtocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        # uvicorn answers every malformed request 400; an oversize head is 431.
-        if getattr(self.conn, "refused_status", None) != 431:
-            super().send_400_response(msg)
-            return
-        self.transport.write(_TOO_LARGE_RESPONSE)
+        # uvicorn answers every malformed request 400 in plain text; here an oversize
+        # head is 431, and either is a problem body like every other refusal.
+        too_large = getattr(self.conn, "refused_status", None) == 431
+        self.transport.write(_TOO_LARGE_RESPONSE if too_large else _MALFORMED_RESPONSE)
         self.transport.close()
 
     def _awaiting_headers(self) -> bool:

@@ -2,7 +2,8 @@
 one write (h11's own limit let a whole 60 KB block through) or in many, and whatever
 they are made of (the bytes received count, not the headers h11 parses out of them,
 which lose the whitespace around their values); an oversize block is 431 with a
-problem body, and a block under the limit is served."""
+problem body, and a block under the limit is served. A request that is not HTTP at all
+is refused 400 with a problem body too, not uvicorn's plain text."""
 
 from __future__ import annotations
 
@@ -101,3 +102,12 @@ def test_a_block_of_whitespace_under_the_limit_is_served(address: tuple[str, int
 def test_a_10_kb_url_is_served(address: tuple[str, int]) -> None:
     status, body = _exchange(address, [_request(10 * 1024)])
     assert status == 200, body
+
+
+def test_a_malformed_request_is_a_400_problem(address: tuple[str, int]) -> None:
+    status, body = _exchange(
+        address, [b"GET /healthz HTTP/1.1\r\nHost: memwell\r\nno colon here\r\n\r\n"]
+    )
+    assert status == 400, body
+    problem = json.loads(body)
+    assert problem["type"].endswith("/bad-request") and problem["status"] == 400
