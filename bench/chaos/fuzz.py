@@ -1,12 +1,12 @@
 """Long randomized schemathesis runs against the running app, to run by hand.
 
 The test suite runs `tests/api/test_schemathesis.py` bounded and at a fixed seed, so a
-CI run cannot flip. This runs the same module (a real API on a real port, embedded
-Postgres and Valkey, a Celery worker) round after round, each round with a fresh random
-seed (or the seeds given) and more examples per operation and mode. It streams pytest's
-progress, then prints a table: round, seed, examples, answers by status class, the
-operations that failed, seconds, verdict; and, for a failed round, the command that
-replays it in the test.
+CI run sends nearly the same requests each time. This runs the same module (a real API
+on a real port, embedded Postgres and Valkey, a Celery worker) round after round, each
+round with a fresh random seed (or the seeds given) and more examples per operation and
+mode. It streams pytest's progress, then prints a table: round, seed, examples, answers
+by status class, the operations that failed, seconds, verdict; and, for a failed round,
+the command that replays it in the test.
 
     python -m bench.chaos.fuzz [--rounds 3] [--examples 100] [--seed S ...] [--only TEXT]
 
