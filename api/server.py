@@ -63,6 +63,10 @@ _TOO_LARGE_RESPONSE: Final = _refusal(
     "Request header fields too large",
     "the request line and headers are over MEMWELL_API_MAX_HEADER_BYTES",
 )  # fmt: skip
+#: After a refusal, how long and how much of what the client is still sending is read
+#: and dropped before the connection closes.
+LINGER_S: Final = 2.0
+LINGER_BYTES: Final = 1024 * 1024
 _MALFORMED_RESPONSE: Final = _refusal(
     400, "Bad Request", "bad-request", "Bad request", "the request is not valid HTTP/1.1"
 )
@@ -111,6 +115,8 @@ class HeaderTimeoutProtocol(H11Protocol):
         self.conn = HeadLimitedConnection(config.h11_max_incomplete_event_size or MAX_HEAD_BYTES)
         self.header_timeout_s: float = getattr(config, "header_timeout_s", 10.0)
         self._header_timer: asyncio.TimerHandle | None = None
+        self._linger_timer: asyncio.TimerHandle | None = None
+        self._linger_left: int | None = None  # bytes still dropped; None: not refused
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -118,6 +124,11 @@ class HeaderTimeoutProtocol(H11Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._linger_left is not None:
+            self._linger_left -= len(data)
+            if self._linger_left <= 0:
+                self.transport.close()
+            return
         if self._awaiting_headers():
             self._arm()  # the first byte of a keep-alive connection's next request
         super().data_received(data)
@@ -126,14 +137,15 @@ class HeaderTimeoutProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn answers every malformed request 400 in plain text; here an oversize
         # head is 431, and either is a problem body like every other refusal.
         too_large = getattr(self.conn, "refused_status", None) == 431
-        self.transport.write(_TOO_LARGE_RESPONSE if too_large else _MALFORMED_RESPONSE)
-        self.transport.close()
+        self._refuse(_TOO_LARGE_RESPONSE if too_large else _MALFORMED_RESPONSE)
 
     def _awaiting_headers(self) -> bool:
         return self.cycle is None or self.cycle.response_complete
@@ -151,8 +163,23 @@ class HeaderTimeoutProtocol(H11Protocol):
         self._header_timer = None
         if self.transport.is_closing() or not self._awaiting_headers():
             return
-        self.transport.write(_TIMEOUT_RESPONSE)
-        self.transport.close()
+        self._refuse(_TIMEOUT_RESPONSE)
+
+    def _refuse(self, response: bytes) -> None:
+        """Write `response`, then close without a reset. A socket closed with unread
+        bytes answers the client's next ones with RST: a client still sending its
+        oversize head got a broken pipe, and one that stops at a failed send never
+        read the refusal. So the server half-closes (FIN after the response) and reads
+        and drops what still comes, until the client closes its side, for at most
+        LINGER_S and LINGER_BYTES."""
+        self._disarm()
+        self.transport.write(response)
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._linger_left = LINGER_BYTES
+        self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
 
 
 def _no_delay(transport: asyncio.Transport) -> None:

@@ -3,18 +3,22 @@ one write (h11's own limit let a whole 60 KB block through) or in many, and what
 they are made of (the bytes received count, not the headers h11 parses out of them,
 which lose the whitespace around their values); an oversize block is 431 with a
 problem body, and a block under the limit is served. A request that is not HTTP at all
-is refused 400 with a problem body too, not uvicorn's plain text."""
+is refused 400 with a problem body too, not uvicorn's plain text. A refused client that
+is still sending is not reset: the server drops what still comes, for a bounded time."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
+from api.server import LINGER_S
 from memwell.core.settings import Settings
+from memwell.local.waiting import wait_for
 from tests.support.live_api import serve_api
 
 LIMIT = 16 * 1024
@@ -111,3 +115,40 @@ def test_a_malformed_request_is_a_400_problem(address: tuple[str, int]) -> None:
     assert status == 400, body
     problem = json.loads(body)
     assert problem["type"].endswith("/bad-request") and problem["status"] == 400
+
+
+def test_a_client_still_sending_its_head_is_not_reset(address: tuple[str, int]) -> None:
+    """The server refuses after the first 16 KiB of a 60 KiB head; every later write of
+    the client still succeeds (a reset there made clients that stop at a failed send
+    lose the refusal), and the 431 arrives, then the end of the stream."""
+    request = _request(60 * 1024)
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(0, len(request), 2048):
+            sock.sendall(request[i : i + 2048])  # raises on a reset
+            time.sleep(0.002)  # pacing the writes, so the refusal comes mid-head
+        received = b""
+        while data := sock.recv(65536):
+            received += data
+    head, _, body = received.partition(b"\r\n\r\n")
+    _assert_refused(int(head.split()[1]), body)
+
+
+def test_a_refused_client_that_never_closes_is_closed(address: tuple[str, int]) -> None:
+    """The lingering after a refusal is bounded: a client that reads the 431 and keeps
+    sending is cut off within LINGER_S."""
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.sendall(_request(LIMIT + 1024))
+        received = b""
+        while data := sock.recv(65536):
+            received += data  # the refusal, then the server's half-close
+        assert received.startswith(b"HTTP/1.1 431 ")
+
+        def cut_off() -> bool:
+            try:
+                sock.sendall(b"x" * 1024)
+            except (BrokenPipeError, ConnectionResetError):
+                return True
+            return False
+
+        wait_for(cut_off, timeout=LINGER_S + 10, interval=0.1, what="the server to close")
