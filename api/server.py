@@ -14,7 +14,9 @@ request's line and headers, however they arrived, against MEMWELL_API_MAX_HEADER
 It counts the bytes received, not the parsed headers: h11 strips the whitespace around
 header values, so a block padded with whitespace measured a fraction of what it cost
 to receive and parse. Either way an oversize block is answered 431 with a problem
-body, and closed.
+body, and closed; so is a request that is not HTTP (400), where uvicorn answered in
+plain text. The close after any of these refusals lingers (see `_refuse`), so a client
+still sending reads the answer instead of a reset.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ from memwell.core.settings import Settings
 APP: Final = "api.main:create_app"
 #: A request's line and headers, at most, when the config does not say (h11's default).
 MAX_HEAD_BYTES: Final = 16 * 1024
+#: After a refusal, how long and how much of what the client is still sending is read
+#: and dropped before the connection closes.
+LINGER_S: Final = 2.0
+LINGER_BYTES: Final = 1024 * 1024
 
 
 def _refusal(status: int, reason: str, code: str, title: str, detail: str) -> bytes:
@@ -63,10 +69,6 @@ _TOO_LARGE_RESPONSE: Final = _refusal(
     "Request header fields too large",
     "the request line and headers are over MEMWELL_API_MAX_HEADER_BYTES",
 )  # fmt: skip
-#: After a refusal, how long and how much of what the client is still sending is read
-#: and dropped before the connection closes.
-LINGER_S: Final = 2.0
-LINGER_BYTES: Final = 1024 * 1024
 _MALFORMED_RESPONSE: Final = _refusal(
     400, "Bad Request", "bad-request", "Bad request", "the request is not valid HTTP/1.1"
 )
